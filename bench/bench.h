@@ -1,0 +1,15 @@
+// bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
+// after its name and returns the process exit code.
+// defines: bench_gemm_main
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace octet::bench {
+
+// octet bench gemm --device cpu|cuda [--sizes 256,512,...] [--json FILE] [--threads N]
+//                  [--reps N] [--impl auto|onednn|reference]
+int bench_gemm_main(const std::vector<std::string>& args);
+
+}  // namespace octet::bench

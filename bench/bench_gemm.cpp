@@ -1,0 +1,257 @@
+// bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
+// OpenBLAS sgemm beside them on the CPU) and the FP8 conversions of one device.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "cli/args.h"
+#include "convert_bench.h"
+#include "core/buffer.h"
+#include "core/convert.h"
+#include "core/error.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/gemm.h"
+
+#if defined(OCTET_HAVE_OPENBLAS)
+#include <cblas.h>
+#endif
+
+namespace octet::bench {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// One timed configuration: the median of at least `reps` calls (more for short
+// calls, up to ~0.1 s of them) after a warm-up of at least 0.25 s. The long
+// warm-up matters on small machines: OpenBLAS' threads spin for ~0.1 s after
+// each call (and at start-up), and OpenMP's after theirs, stealing the cores
+// from whatever runs next.
+double median_seconds(const std::function<void()>& fn, int reps) {
+  int warm_calls = 0;
+  const auto warm_start = std::chrono::steady_clock::now();
+  do {
+    fn();
+    cuda_synchronize();
+    ++warm_calls;
+  } while (seconds_since(warm_start) < 0.25);
+  const double per_call = seconds_since(warm_start) / warm_calls;
+  const int calls = std::max(reps, std::min(200, static_cast<int>(0.1 / per_call)));
+  std::vector<double> times;
+  for (int r = 0; r < calls; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    cuda_synchronize();
+    times.push_back(seconds_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+struct Row {
+  const char* dtype;  // operand dtype
+  const char* out;    // C's dtype
+  const char* impl;
+  double seconds;
+};
+
+// Square operands of every dtype, filled once with values in [-1, 1) (FP8 and
+// bf16 are the rounded f32 values, so all GEMMs multiply comparable data).
+struct Operands {
+  Buffer a32, b32, a16, b16, a8, b8, c32, c16, scales, workspace;
+  Tensor ta32, tb32, ta16, tb16, ta8, tb8, tc32, tc16;
+  kernels::GemmOptions fp8_options;  // K-major (trans_b) like all GEMMs here
+};
+
+Operands make_operands(Device device, int64_t n) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> a(n * n), b(n * n);
+  for (float& x : a) x = uniform(rng);
+  for (float& x : b) x = uniform(rng);
+  std::vector<uint16_t> a16(n * n), b16(n * n);
+  std::vector<uint8_t> a8(n * n), b8(n * n);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a16[i] = f32_to_bf16(a[i]);
+    b16[i] = f32_to_bf16(b[i]);
+    a8[i] = f32_to_e4m3(a[i] * 448.0f);  // per-tensor scale 448 / amax, amax = 1
+    b8[i] = f32_to_e4m3(b[i] * 448.0f);
+  }
+  Operands o;
+  auto upload = [&](Buffer& buf, Tensor& t, DType dtype, const void* host) {
+    buf = Buffer::for_tensor(device, dtype, {n, n});
+    t = buf.tensor(dtype, {n, n});
+    if (host) copy_bytes(t.data, device, host, Device::cpu(), t.nbytes());
+  };
+  upload(o.a32, o.ta32, DType::f32, a.data());
+  upload(o.b32, o.tb32, DType::f32, b.data());
+  upload(o.a16, o.ta16, DType::bf16, a16.data());
+  upload(o.b16, o.tb16, DType::bf16, b16.data());
+  upload(o.a8, o.ta8, DType::e4m3, a8.data());
+  upload(o.b8, o.tb8, DType::e4m3, b8.data());
+  upload(o.c32, o.tc32, DType::f32, nullptr);
+  upload(o.c16, o.tc16, DType::bf16, nullptr);
+  const float scale_inv[2] = {1.0f / 448.0f, 1.0f / 448.0f};
+  o.scales = Buffer(device, sizeof scale_inv);
+  copy_bytes(o.scales.data(), device, scale_inv, Device::cpu(), sizeof scale_inv);
+  o.fp8_options.a_scale_inv = static_cast<const float*>(o.scales.data());
+  o.fp8_options.b_scale_inv = static_cast<const float*>(o.scales.data()) + 1;
+  const size_t bytes = kernels::gemm_workspace_bytes(o.ta8, o.tb8, o.tc16, o.fp8_options);
+  if (bytes > 0) {
+    o.workspace = Buffer(device, bytes);
+    o.fp8_options.workspace = o.workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+  }
+  return o;
+}
+
+std::vector<Row> time_size(Device device, int64_t n, int reps, const char* engine) {
+  Operands o = make_operands(device, n);
+  std::vector<Row> rows;
+  rows.push_back(
+      {"f32", "f32", engine, median_seconds([&] { kernels::gemm(o.ta32, o.tb32, o.tc32); }, reps)});
+  rows.push_back({"bf16", "f32", engine,
+                  median_seconds([&] { kernels::gemm(o.ta16, o.tb16, o.tc32); }, reps)});
+  rows.push_back(
+      {"e4m3", "bf16", engine,
+       median_seconds([&] { kernels::gemm(o.ta8, o.tb8, o.tc16, o.fp8_options); }, reps)});
+#if defined(OCTET_HAVE_OPENBLAS)
+  if (device.is_cpu()) {
+    const int ni = static_cast<int>(n);
+    rows.push_back({"f32", "f32", "openblas",
+                    median_seconds(
+                        [&] {
+                          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, ni, ni, 1.0f,
+                                      o.ta32.as<float>(), ni, o.tb32.as<float>(), ni, 0.0f,
+                                      o.tc32.as<float>(), ni);
+                        },
+                        reps)});
+  }
+#endif
+  return rows;
+}
+
+double gflops(int64_t n, double seconds) {
+  return 2.0 * n * n * n / seconds * 1e-9;
+}
+
+const Row* find(const std::vector<Row>& rows, const std::string& dtype, const std::string& impl) {
+  for (const Row& r : rows) {
+    if (dtype == r.dtype && (impl.empty() ? std::string(r.impl) != "openblas" : impl == r.impl))
+      return &r;
+  }
+  return nullptr;
+}
+
+std::string cell(int64_t n, const Row* r) {
+  if (!r) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%7.1f (%8.3f ms)", gflops(n, r->seconds), r->seconds * 1e3);
+  return buf;
+}
+
+int run(const cli::Args& args) {
+  const Device device = device_from_name(args.get("device", "cpu"));
+  const std::vector<long long> sizes = args.get_int_list("sizes", {256, 512, 1024, 2048, 4096});
+  const int reps = static_cast<int>(args.get_int("reps", 10));
+  const int threads = static_cast<int>(args.get_int("threads", 0));
+  OCTET_CHECK(reps >= 1, "bench gemm", "--reps must be at least 1, got ", reps);
+  for (long long n : sizes)
+    OCTET_CHECK(n >= 16 && n % 16 == 0, "bench gemm",
+                "sizes must be multiples of 16 (FP8 needs K % 16 == 0), got ", n);
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+#if defined(OCTET_HAVE_OPENBLAS)
+    openblas_set_num_threads(threads);
+#endif
+  }
+  const std::string engine_flag = args.get("impl", "auto");
+  if (engine_flag != "auto") {
+    OCTET_CHECK(engine_flag == "onednn" || engine_flag == "reference", "bench gemm",
+                "--impl takes auto, onednn or reference, got '", engine_flag, "'");
+    kernels::cpu::set_gemm_impl(engine_flag == "onednn" ? kernels::cpu::GemmImpl::onednn
+                                                        : kernels::cpu::GemmImpl::reference);
+  }
+  const char* engine =
+      device.is_cpu() ? kernels::cpu::gemm_impl_name(kernels::cpu::gemm_impl()) : "cuda";
+  std::ofstream json;
+  if (args.has("json")) {
+    json.open(args.get("json", ""));
+    OCTET_CHECK(json.good(), "bench gemm", "cannot write --json file '", args.get("json", ""), "'");
+  }
+
+  std::printf(
+      "octet bench gemm: %s, %d threads, engine %s, median of >= %d calls after a 0.25 s warm-up\n",
+      device_name(device).c_str(), omp_get_max_threads(), engine, reps);
+  std::printf(
+      "C = A B^T, A and B [n, n] K-major; GFLOP/s (median milliseconds). f32 -> f32, bf16 -> f32, "
+      "fp8 = e4m3 x e4m3 -> bf16 with scale_inv\n\n");
+  std::printf("%6s | %-20s | %-20s | %-20s | %-20s | %9s | %8s\n", "n", "f32", "bf16", "fp8 e4m3",
+              "openblas sgemm", "bf16/oblas", "fp8/bf16");
+  std::printf("%s\n", std::string(124, '-').c_str());
+  for (long long n : sizes) {
+    std::vector<Row> rows;
+    try {
+      rows = time_size(device, n, reps, engine);
+    } catch (const Error& e) {
+      if (!device.is_cuda()) throw;
+      std::fprintf(stderr,
+                   "octet bench gemm: the CUDA GEMMs arrive with the CUDA GEMM work; "
+                   "here kernels::gemm says: %s\n",
+                   e.what());
+      return 1;
+    }
+    const Row *f32 = find(rows, "f32", ""), *bf16 = find(rows, "bf16", ""),
+              *fp8 = find(rows, "e4m3", ""), *blas = find(rows, "f32", "openblas");
+    char speedup[32] = "-", fp8_ratio[32] = "-";
+    if (blas) std::snprintf(speedup, sizeof speedup, "%.2fx", blas->seconds / bf16->seconds);
+    std::snprintf(fp8_ratio, sizeof fp8_ratio, "%.2fx", fp8->seconds / bf16->seconds);
+    std::printf("%6lld | %-20s | %-20s | %-20s | %-20s | %9s | %8s\n", n, cell(n, f32).c_str(),
+                cell(n, bf16).c_str(), cell(n, fp8).c_str(), cell(n, blas).c_str(), speedup,
+                fp8_ratio);
+    std::fflush(stdout);
+    for (const Row& r : rows) {
+      if (!json.is_open()) break;
+      json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
+           << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"" << r.dtype << "\",\"out\":\""
+           << r.out << "\",\"impl\":\"" << r.impl << "\",\"threads\":" << omp_get_max_threads()
+           << ",\"seconds\":" << r.seconds << ",\"gflops\":" << gflops(n, r.seconds) << "}\n";
+    }
+  }
+  std::printf(
+      "bf16/oblas: OpenBLAS sgemm time / bf16 time (speed-up); fp8/bf16: fp8 time / "
+      "bf16 time (the cost of FP8)\n");
+
+  if (device.is_cpu()) {
+    std::printf("\n%-6s -> %-6s | %12s | %7s | %10s | %8s\n", "from", "to", "elements", "threads",
+                "seconds", "GB/s");
+    for (const auto& r : bench_convert(threads > 0 ? threads : omp_get_max_threads())) {
+      std::printf("%-6s -> %-6s | %12lld | %7d | %10.6f | %8.2f\n", r.from.c_str(), r.to.c_str(),
+                  static_cast<long long>(r.elements), r.threads, r.seconds, r.gb_per_s);
+      if (json.is_open())
+        json << "{\"bench\":\"convert\",\"device\":\"cpu\",\"from\":\"" << r.from.c_str()
+             << "\",\"to\":\"" << r.to.c_str() << "\",\"elements\":" << r.elements
+             << ",\"threads\":" << r.threads << ",\"seconds\":" << r.seconds
+             << ",\"gb_per_s\":" << r.gb_per_s << "}\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int bench_gemm_main(const std::vector<std::string>& args) {
+  const cli::Args parsed("bench gemm", args,
+                         {"device", "sizes", "json", "threads", "reps", "impl"});
+  return run(parsed);
+}
+
+}  // namespace octet::bench

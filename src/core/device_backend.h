@@ -1,0 +1,19 @@
+// core/device_backend.h: the few CUDA runtime calls core/ needs, behind plain
+// functions so that core compiles without CUDA (device_nocuda.cpp) and with it
+// (device_cuda.cpp). Internal to core/.
+// defines: detail::cuda_alloc, cuda_free, cuda_copy, cuda_count, cuda_sync
+#pragma once
+
+#include <cstddef>
+
+namespace octet::detail {
+
+void* cuda_alloc(int device, size_t bytes);  // throws octet::Error on failure
+void cuda_free(int device, void* ptr) noexcept;
+// Copies bytes; each side is device memory when its *_on_device flag is set.
+void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
+int cuda_count() noexcept;
+void cuda_sync();
+bool cuda_in_build() noexcept;
+
+}  // namespace octet::detail

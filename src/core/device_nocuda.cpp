@@ -1,0 +1,22 @@
+// core/device_nocuda.cpp: the device backend of a build without CUDA: there is
+// no CUDA device, and asking for one is an error that says how to get one.
+#include "core/device_backend.h"
+#include "core/error.h"
+
+namespace octet::detail {
+
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  OCTET_FAIL(op, "this octet was built without CUDA (no nvcc at configure time); "
+                 "reconfigure on a machine with the CUDA toolkit to use --device cuda");
+}
+}  // namespace
+
+void* cuda_alloc(int, size_t) { no_cuda("buffer"); }
+void cuda_free(int, void*) noexcept {}
+void cuda_copy(void*, bool, const void*, bool, size_t) { no_cuda("copy"); }
+int cuda_count() noexcept { return 0; }
+void cuda_sync() {}
+bool cuda_in_build() noexcept { return false; }
+
+}  // namespace octet::detail

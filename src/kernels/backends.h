@@ -1,0 +1,51 @@
+// kernels/backends.h: the per-device implementations behind kernels/*.h. The
+// public functions validate their arguments once and then call these with
+// arguments known to be good. Internal to kernels/.
+// defines: GemmDims, cpu::*, cuda::*, require_cuda
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/convert.h"
+#include "core/tensor.h"
+#include "kernels/gemm.h"
+
+namespace octet::kernels {
+
+struct GemmDims {
+  int64_t m, n, k;
+};
+
+namespace cpu {
+size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
+                            const GemmOptions& options, GemmDims dims);
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
+          GemmDims dims);
+void convert(const Tensor& src, const Tensor& dst, Overflow overflow);
+void transpose(const Tensor& src, const Tensor& dst);
+}  // namespace cpu
+
+namespace cuda {
+size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
+                            const GemmOptions& options, GemmDims dims);
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
+          GemmDims dims);
+void convert(const Tensor& src, const Tensor& dst, Overflow overflow);
+void transpose(const Tensor& src, const Tensor& dst);
+}  // namespace cuda
+
+// Throws unless this build has CUDA and the tensor's device is present.
+void require_cuda(const char* op, const Tensor& t);
+
+}  // namespace octet::kernels
+
+// A statement: `return cuda::fn(args);` in a CUDA build, and a throw of
+// "[op] ... built without CUDA" otherwise (so that no stub files are needed).
+#if defined(OCTET_HAVE_CUDA)
+#define OCTET_CUDA_RETURN(op, fn, ...) return ::octet::kernels::cuda::fn(__VA_ARGS__)
+#else
+#define OCTET_CUDA_RETURN(op, fn, ...)                                                   \
+  OCTET_FAIL(op, "this octet was built without CUDA; reconfigure where nvcc is found " \
+                 "to run it on a GPU")
+#endif

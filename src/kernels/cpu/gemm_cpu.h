@@ -1,0 +1,50 @@
+// kernels/cpu/gemm_cpu.h: the two engines behind cpu::gemm (oneDNN's matmul and the
+// portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
+// defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
+//          gemm_reference, onednn_available, onednn_gemm
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace octet::kernels::cpu {
+
+// One f32 x f32 or bf16 x bf16 GEMM on plain row-major CPU memory, as both
+// engines take it: C [m, n] = alpha * op(A) op(B) + beta * C with fp32
+// accumulation. op(A) is [m, k]: A is stored [m, k], or [k, m] when trans_a.
+// op(B) is [k, n]: B is stored [k, n], or [n, k] when trans_b. C is f32 or bf16
+// (f32 operands give f32). beta == 0 means C is only written, never read.
+struct Matmul {
+  const void* a;
+  const void* b;
+  void* c;
+  DType ab_dtype;  // f32 or bf16
+  DType c_dtype;   // f32 or bf16
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+  float alpha, beta;
+};
+
+enum class GemmImpl : uint8_t {
+  onednn,     // oneDNN's matmul primitive (where the build found oneDNN)
+  reference,  // gemm_ref.cpp: cache-blocked, OpenMP, portable
+};
+
+// The engine cpu::gemm uses now. On first use it is taken from the environment,
+// OCTET_CPU_GEMM=onednn|reference, and otherwise is oneDNN where available.
+GemmImpl gemm_impl();
+// Chooses the engine for all later GEMMs (tests and `octet bench` use it);
+// throws octet::Error when oneDNN is asked for and this build has none.
+void set_gemm_impl(GemmImpl impl);
+const char* gemm_impl_name(GemmImpl impl);  // "onednn", "reference"
+
+// The portable engine (gemm_ref.cpp). Never allocates.
+void gemm_reference(const Matmul& mm);
+
+// oneDNN (gemm_onednn.cpp, or gemm_noonednn.cpp where the build has none).
+bool onednn_available();
+// Runs mm with oneDNN; throws octet::Error when not available.
+void onednn_gemm(const Matmul& mm);
+
+}  // namespace octet::kernels::cpu

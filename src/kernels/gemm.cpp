@@ -1,0 +1,78 @@
+// kernels/gemm.cpp: validation of GEMM arguments and dispatch by device.
+#include "kernels/gemm.h"
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace octet::kernels {
+namespace {
+
+bool is_gemm_output(DType d) { return d == DType::f32 || d == DType::bf16; }
+
+GemmDims validate(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o) {
+  constexpr const char* op = "gemm";
+  OCTET_CHECK(a.shape.rank() == 2 && b.shape.rank() == 2 && c.shape.rank() == 2, op,
+              "operands must be matrices, got A ", a.str(), ", B ", b.str(), ", C ", c.str());
+  OCTET_CHECK(a.device == b.device && a.device == c.device, op,
+              "all operands must be on one device, got A ", a.str(), ", B ", b.str(), ", C ",
+              c.str());
+  OCTET_CHECK(!a.empty() && !b.empty() && !c.empty(), op, "an operand has no data");
+
+  const GemmDims d{o.trans_a ? a.shape[1] : a.shape[0], o.trans_b ? b.shape[0] : b.shape[1],
+                   o.trans_a ? a.shape[0] : a.shape[1]};
+  const int64_t k_b = o.trans_b ? b.shape[1] : b.shape[0];
+  OCTET_CHECK(k_b == d.k, op, "inner dimensions differ: op(A) is [", d.m, ", ", d.k,
+              "] but op(B) is [", k_b, ", ", d.n, "] (A ", a.str(), ", B ", b.str(),
+              ", trans_a=", o.trans_a, ", trans_b=", o.trans_b, ")");
+  OCTET_CHECK(c.shape[0] == d.m && c.shape[1] == d.n, op, "C must be [", d.m, ", ", d.n,
+              "], got ", c.str());
+
+  const bool fp8 = is_fp8(a.dtype) || is_fp8(b.dtype);
+  if (fp8) {
+    OCTET_CHECK(is_fp8(a.dtype) && is_fp8(b.dtype), op,
+                "FP8 GEMMs take two FP8 operands, got A ", a.str(), " and B ", b.str());
+    OCTET_CHECK(!(a.dtype == DType::e5m2 && b.dtype == DType::e5m2), op,
+                "E5M2 x E5M2 is not supported (Hopper's FP8 tensor cores refuse it); quantize "
+                "one operand to E4M3");
+    OCTET_CHECK(!o.trans_a && o.trans_b, op,
+                "FP8 operands must both be K-major (A [M, K], B [N, K]); make the transposed "
+                "copy with kernels::transpose or at quantization time");
+    OCTET_CHECK(d.k % 16 == 0, op, "K=", d.k,
+                " is not a multiple of 16, which FP8 GEMMs need; pad K to a multiple of 16");
+  } else {
+    OCTET_CHECK(o.a_scale_inv == nullptr && o.b_scale_inv == nullptr, op,
+                "scale_inv factors apply to FP8 operands only, got A ", a.str(), " and B ",
+                b.str());
+    OCTET_CHECK(a.dtype == b.dtype && (a.dtype == DType::f32 || a.dtype == DType::bf16), op,
+                "operands must be f32 x f32, bf16 x bf16 or FP8, got A ", a.str(), " and B ",
+                b.str());
+  }
+  OCTET_CHECK(is_gemm_output(c.dtype), op, "C must be f32 or bf16, got ", c.str());
+  OCTET_CHECK(!(a.dtype == DType::f32 && c.dtype != DType::f32), op,
+              "an f32 GEMM writes f32, got C ", c.str());
+  if (o.workspace.data != nullptr) {
+    OCTET_CHECK(o.workspace.device == a.device, op, "the workspace must be on ",
+                device_name(a.device), ", got ", o.workspace.str());
+  }
+  return d;
+}
+
+}  // namespace
+
+size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
+                            const GemmOptions& options) {
+  const GemmDims dims = validate(a, b, c, options);
+  if (a.device.is_cpu()) return cpu::gemm_workspace_bytes(a, b, c, options, dims);
+  require_cuda("gemm", a);
+  OCTET_CUDA_RETURN("gemm", gemm_workspace_bytes, a, b, c, options, dims);
+}
+
+void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options) {
+  const GemmDims dims = validate(a, b, c, options);
+  if (dims.m == 0 || dims.n == 0) return;
+  if (a.device.is_cpu()) return cpu::gemm(a, b, c, options, dims);
+  require_cuda("gemm", a);
+  OCTET_CUDA_RETURN("gemm", gemm, a, b, c, options, dims);
+}
+
+}  // namespace octet::kernels

@@ -1,0 +1,44 @@
+// tests/testing.h: what the tests share: the devices every kernel test runs on,
+// seeded random inputs, and float64 reference helpers.
+// defines: all_devices, device_param_name, OCTET_SKIP_WITHOUT, fresh_seed, Rng
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace octet::testing {
+
+// Every kernel test is instantiated for the CPU and for cuda:0; the cuda
+// instance skips itself (and is reported skipped) where there is no GPU.
+inline std::vector<Device> all_devices() { return {Device::cpu(), Device::cuda(0)}; }
+inline std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
+  return info.param.is_cpu() ? "cpu" : "cuda";
+}
+
+// A fresh seed per run (inputs are new each time), printed so a failure can be replayed
+// with OCTET_TEST_SEED=<seed>.
+inline uint64_t fresh_seed() {
+  if (const char* s = std::getenv("OCTET_TEST_SEED")) return std::stoull(s);
+  const uint64_t seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  ::testing::Test::RecordProperty("seed", std::to_string(seed));
+  std::printf("[ seed     ] OCTET_TEST_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+using Rng = std::mt19937_64;
+
+}  // namespace octet::testing
+
+// Skips the current test unless `device` is usable here.
+#define OCTET_SKIP_WITHOUT(device)                                                 \
+  do {                                                                             \
+    if ((device).is_cuda() && (device).index >= ::octet::cuda_device_count())      \
+      GTEST_SKIP() << "no CUDA GPU on this machine (" << ::octet::device_name(device) \
+                   << " unavailable)";                                             \
+  } while (0)
