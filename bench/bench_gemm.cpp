@@ -1,5 +1,6 @@
 // bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
-// OpenBLAS sgemm beside them on the CPU) and the FP8 conversions of one device.
+// OpenBLAS sgemm beside them on the CPU), the FP8 GEMM under each scaling mode with and
+// without the quantization of its operands, and the FP8 conversions of one device.
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +18,10 @@
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
+#include "fp8/gemm.h"
+#include "fp8/quantized_tensor.h"
+#include "fp8/recipe.h"
+#include "fp8/scaling.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 
@@ -103,8 +108,8 @@ Operands make_operands(Device device, int64_t n) {
   const float scale_inv[2] = {1.0f / 448.0f, 1.0f / 448.0f};
   o.scales = Buffer(device, sizeof scale_inv);
   copy_bytes(o.scales.data(), device, scale_inv, Device::cpu(), sizeof scale_inv);
-  o.fp8_options.a_scale_inv = static_cast<const float*>(o.scales.data());
-  o.fp8_options.b_scale_inv = static_cast<const float*>(o.scales.data()) + 1;
+  o.fp8_options.a_scale_inv = o.scales.view(DType::f32, {1, 1}, 0);
+  o.fp8_options.b_scale_inv = o.scales.view(DType::f32, {1, 1}, 4);
   const size_t bytes = kernels::gemm_workspace_bytes(o.ta8, o.tb8, o.tc16, o.fp8_options);
   if (bytes > 0) {
     o.workspace = Buffer(device, bytes);
@@ -113,8 +118,8 @@ Operands make_operands(Device device, int64_t n) {
   return o;
 }
 
-std::vector<Row> time_size(Device device, int64_t n, int reps, const char* engine) {
-  Operands o = make_operands(device, n);
+std::vector<Row> time_size(Device device, const Operands& o, int64_t n, int reps,
+                           const char* engine) {
   std::vector<Row> rows;
   rows.push_back(
       {"f32", "f32", engine, median_seconds([&] { kernels::gemm(o.ta32, o.tb32, o.tc32); }, reps)});
@@ -139,6 +144,55 @@ std::vector<Row> time_size(Device device, int64_t n, int reps, const char* engin
   return rows;
 }
 
+// One FP8 scaling mode at one size: fp8::gemm on operands quantized beforehand, and
+// fp8::quantize of both operands from bf16 (A as the activation, B as the weight, no
+// transposed copies), each timed on its own.
+struct ModeRow {
+  const char* mode;
+  double gemm_seconds;
+  double quantize_seconds;
+};
+
+constexpr const char* kModes[] = {"tensor-current", "tensor-delayed", "row", "block", "mx"};
+
+std::vector<ModeRow> time_modes(Device device, const Operands& o, int64_t n, int reps) {
+  std::vector<ModeRow> rows;
+  for (const char* mode : kModes) {
+    const fp8::Recipe recipe = fp8::recipe_from_name(mode);
+    fp8::QuantizedTensor qa(device, n, n, recipe, fp8::Role::activation, false);
+    fp8::QuantizedTensor qb(device, n, n, recipe, fp8::Role::weight, false);
+    const bool delayed = recipe.mode == fp8::ScalingMode::tensor_delayed;
+    fp8::DelayedScalingState state;
+    if (delayed) {
+      state = fp8::DelayedScalingState(
+          device, recipe.delayed,
+          {recipe.format(fp8::Role::activation), recipe.format(fp8::Role::weight)});
+    }
+    fp8::DelayedScalingState* st = delayed ? &state : nullptr;
+    auto quantize_both = [&] {
+      fp8::quantize(o.ta16, qa, recipe, st, delayed ? 0 : -1);
+      fp8::quantize(o.tb16, qb, recipe, st, delayed ? 1 : -1);
+    };
+    quantize_both();
+    if (delayed) {
+      state.update();  // quantize with scales from this data's amax, as from the second step on
+      quantize_both();
+    }
+    fp8::Fp8GemmOptions options;
+    const fp8::Fp8Operand a = fp8::as_stored(qa), b = fp8::as_stored(qb);
+    Buffer workspace;
+    const size_t bytes = fp8::gemm_workspace_bytes(a, b, o.tc16, options);
+    if (bytes > 0) {
+      workspace = Buffer(device, bytes);
+      options.workspace = workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+    }
+    const double gemm = median_seconds([&] { fp8::gemm(a, b, o.tc16, options); }, reps);
+    const double quantize = median_seconds(quantize_both, reps);
+    rows.push_back({mode, gemm, quantize});
+  }
+  return rows;
+}
+
 double gflops(int64_t n, double seconds) {
   return 2.0 * n * n * n / seconds * 1e-9;
 }
@@ -151,11 +205,14 @@ const Row* find(const std::vector<Row>& rows, const std::string& dtype, const st
   return nullptr;
 }
 
-std::string cell(int64_t n, const Row* r) {
-  if (!r) return "-";
+std::string cell(int64_t n, double seconds) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%7.1f (%8.3f ms)", gflops(n, r->seconds), r->seconds * 1e3);
+  std::snprintf(buf, sizeof buf, "%7.1f (%8.3f ms)", gflops(n, seconds), seconds * 1e3);
   return buf;
+}
+
+std::string cell(int64_t n, const Row* r) {
+  return r ? cell(n, r->seconds) : "-";
 }
 
 int run(const cli::Args& args) {
@@ -197,10 +254,13 @@ int run(const cli::Args& args) {
   std::printf("%6s | %-20s | %-20s | %-20s | %-20s | %9s | %8s\n", "n", "f32", "bf16", "fp8 e4m3",
               "openblas sgemm", "bf16/oblas", "fp8/bf16");
   std::printf("%s\n", std::string(124, '-').c_str());
+  std::vector<std::pair<long long, std::vector<ModeRow>>> mode_rows;
   for (long long n : sizes) {
     std::vector<Row> rows;
     try {
-      rows = time_size(device, n, reps, engine);
+      const Operands o = make_operands(device, n);
+      rows = time_size(device, o, n, reps, engine);
+      mode_rows.emplace_back(n, time_modes(device, o, n, reps));
     } catch (const Error& e) {
       if (!device.is_cuda()) throw;
       std::fprintf(stderr,
@@ -222,13 +282,48 @@ int run(const cli::Args& args) {
       if (!json.is_open()) break;
       json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
            << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"" << r.dtype << "\",\"out\":\""
-           << r.out << "\",\"impl\":\"" << r.impl << "\",\"threads\":" << omp_get_max_threads()
-           << ",\"seconds\":" << r.seconds << ",\"gflops\":" << gflops(n, r.seconds) << "}\n";
+           << r.out << "\",\"impl\":\"" << r.impl
+           << "\",\"mode\":\"none\",\"threads\":" << omp_get_max_threads()
+           << ",\"seconds\":" << r.seconds
+           << ",\"quantize_seconds\":0,\"gflops\":" << gflops(n, r.seconds) << "}\n";
+    }
+    for (const ModeRow& r : mode_rows.back().second) {
+      if (!json.is_open()) break;
+      json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
+           << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"e4m3\",\"out\":\"bf16\",\"impl\":\""
+           << engine << "\",\"mode\":\"" << r.mode << "\",\"threads\":" << omp_get_max_threads()
+           << ",\"seconds\":" << r.gemm_seconds << ",\"quantize_seconds\":" << r.quantize_seconds
+           << ",\"gflops\":" << gflops(n, r.gemm_seconds)
+           << ",\"gflops_with_quantize\":" << gflops(n, r.gemm_seconds + r.quantize_seconds)
+           << "}\n";
     }
   }
   std::printf(
       "bf16/oblas: OpenBLAS sgemm time / bf16 time (speed-up); fp8/bf16: fp8 time / "
       "bf16 time (the cost of FP8)\n");
+
+  std::printf(
+      "\nFP8 scaling modes (E4M3 x E4M3 -> bf16): GEMM = fp8::gemm on operands quantized "
+      "beforehand;\n"
+      "quantize = fp8::quantize of A [n, n] bf16 (activation) and B [n, n] bf16 (weight), no "
+      "transposed copies\n\n");
+  std::printf("%6s | %-14s | %-20s | %-12s | %-20s | %9s\n", "n", "mode", "GEMM only",
+              "quantize ms", "GEMM + quantize", "vs tensor");
+  std::printf("%s\n", std::string(98, '-').c_str());
+  for (const auto& [n, rs] : mode_rows) {
+    const double tensor_total = rs.front().gemm_seconds + rs.front().quantize_seconds;
+    for (const ModeRow& r : rs) {
+      const double total = r.gemm_seconds + r.quantize_seconds;
+      char quant[32], ratio[32];
+      std::snprintf(quant, sizeof quant, "%8.3f", r.quantize_seconds * 1e3);
+      std::snprintf(ratio, sizeof ratio, "%.2fx", total / tensor_total);
+      std::printf("%6lld | %-14s | %-20s | %-12s | %-20s | %9s\n", n, r.mode,
+                  cell(n, r.gemm_seconds).c_str(), quant, cell(n, total).c_str(), ratio);
+    }
+  }
+  std::printf(
+      "GFLOP/s = 2n^3 / time (median ms); vs tensor: (GEMM + quantize) time / that of "
+      "tensor-current\n");
 
   if (device.is_cpu()) {
     std::printf("\n%-6s -> %-6s | %12s | %7s | %10s | %8s\n", "from", "to", "elements", "threads",

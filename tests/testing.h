@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,7 +17,9 @@ namespace octet::testing {
 
 // Every kernel test is instantiated for the CPU and for cuda:0; the cuda
 // instance skips itself (and is reported skipped) where there is no GPU.
-inline std::vector<Device> all_devices() { return {Device::cpu(), Device::cuda(0)}; }
+inline std::vector<Device> all_devices() {
+  return {Device::cpu(), Device::cuda(0)};
+}
 inline std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
   return info.param.is_cpu() ? "cpu" : "cuda";
 }
@@ -35,10 +38,17 @@ using Rng = std::mt19937_64;
 
 }  // namespace octet::testing
 
+namespace octet {
+// Names devices in test listings: "Devices/X.Y/cuda  # GetParam() = cuda:0".
+inline void PrintTo(const Device& device, std::ostream* os) {
+  *os << device_name(device);
+}
+}  // namespace octet
+
 // Skips the current test unless `device` is usable here.
-#define OCTET_SKIP_WITHOUT(device)                                                 \
-  do {                                                                             \
-    if ((device).is_cuda() && (device).index >= ::octet::cuda_device_count())      \
+#define OCTET_SKIP_WITHOUT(device)                                                    \
+  do {                                                                                \
+    if ((device).is_cuda() && (device).index >= ::octet::cuda_device_count())         \
       GTEST_SKIP() << "no CUDA GPU on this machine (" << ::octet::device_name(device) \
-                   << " unavailable)";                                             \
+                   << " unavailable)";                                                \
   } while (0)

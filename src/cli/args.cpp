@@ -49,7 +49,8 @@ Args::Args(std::string command, const std::vector<std::string>& args,
       }
       values_[name] = value;
     } else {
-      OCTET_FAIL(command_.c_str(), "unknown flag --", name, "; accepted: ", joined(flags, switches));
+      OCTET_FAIL(command_.c_str(), "unknown flag --", name,
+                 "; accepted: ", joined(flags, switches));
     }
   }
 }

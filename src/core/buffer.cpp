@@ -25,7 +25,9 @@ Buffer::Buffer(Device device, size_t bytes) : bytes_(bytes), device_(device) {
   }
 }
 
-Buffer::~Buffer() { release(); }
+Buffer::~Buffer() {
+  release();
+}
 
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
@@ -54,8 +56,8 @@ void Buffer::release() {
 
 Tensor Buffer::view(DType dtype, Shape shape, size_t offset_bytes) const {
   const size_t need = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  OCTET_CHECK(offset_bytes + need <= bytes_, "buffer", "a view of ", dtype_name(dtype),
-              shape.str(), " at byte ", offset_bytes, " needs ", offset_bytes + need,
+  OCTET_CHECK(offset_bytes + need <= bytes_, "buffer", "a view of ", dtype_name(dtype), shape.str(),
+              " at byte ", offset_bytes, " needs ", offset_bytes + need,
               " bytes but the buffer holds ", bytes_);
   OCTET_CHECK(offset_bytes % dtype_size(dtype) == 0, "buffer", "offset ", offset_bytes,
               " is not a multiple of the ", dtype_name(dtype), " element size");
@@ -73,6 +75,15 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     return;
   }
   detail::cuda_copy(dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes);
+}
+
+void zero_bytes(void* dst, Device device, size_t bytes) {
+  if (bytes == 0) return;
+  if (device.is_cpu()) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  detail::cuda_zero(dst, bytes);
 }
 
 void copy_tensor(const Tensor& src, const Tensor& dst) {

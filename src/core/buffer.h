@@ -1,6 +1,6 @@
 // core/buffer.h: Buffer, owning memory on the CPU (64-byte aligned) or a CUDA
 // device, and byte copies between devices.
-// defines: Buffer, copy_bytes, copy_tensor
+// defines: Buffer, copy_bytes, zero_bytes, copy_tensor
 #pragma once
 
 #include <cstddef>
@@ -42,6 +42,8 @@ class Buffer {
 
 // Copies `bytes` between any two devices (host<->device, device<->device).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Sets `bytes` bytes at dst on `device` to zero.
+void zero_bytes(void* dst, Device device, size_t bytes);
 // Copies src into dst; dtype and element count must agree.
 void copy_tensor(const Tensor& src, const Tensor& dst);
 

@@ -32,21 +32,25 @@ enum class ScaleRounding : uint8_t {
   up,    // smallest power of two >= x
 };
 
-OCTET_HD constexpr uint32_t f32_bits(float x) { return __builtin_bit_cast(uint32_t, x); }
-OCTET_HD constexpr float f32_from_bits(uint32_t u) { return __builtin_bit_cast(float, u); }
+OCTET_HD constexpr uint32_t f32_bits(float x) {
+  return __builtin_bit_cast(uint32_t, x);
+}
+OCTET_HD constexpr float f32_from_bits(uint32_t u) {
+  return __builtin_bit_cast(float, u);
+}
 
 namespace detail {
 
 // The constants that make one FP8 format. All conversions share one routine.
 struct Fp8Layout {
   uint32_t mantissa_bits;
-  uint32_t rebias;             // (127 - bias) << mantissa_bits: f32 exponent to FP8 exponent
-  uint32_t min_normal_bits;    // f32 bits of the smallest FP8 normal
-  float subnormal_magic;       // 2^(log2(subnormal quantum) + 23): x + magic rounds x to the quantum
+  uint32_t rebias;           // (127 - bias) << mantissa_bits: f32 exponent to FP8 exponent
+  uint32_t min_normal_bits;  // f32 bits of the smallest FP8 normal
+  float subnormal_magic;     // 2^(log2(subnormal quantum) + 23): x + magic rounds x to the quantum
   uint32_t subnormal_magic_bits;
-  uint32_t max_code;           // largest finite magnitude code
-  uint32_t overflow_code;      // magnitude code of a non-saturated overflow (NaN or Inf)
-  uint32_t nan_code;           // magnitude code written for NaN inputs (ml_dtypes' choice)
+  uint32_t max_code;       // largest finite magnitude code
+  uint32_t overflow_code;  // magnitude code of a non-saturated overflow (NaN or Inf)
+  uint32_t nan_code;       // magnitude code written for NaN inputs (ml_dtypes' choice)
 };
 
 OCTET_HD constexpr Fp8Layout e4m3_layout() {
@@ -87,9 +91,9 @@ OCTET_HD float fp8_decode(uint8_t v, uint32_t mantissa_bits, int bias, bool has_
   float mag;
   if (exp == 0) {
     // subnormal: man * 2^(1 - bias - mantissa_bits), exact in f32
-    mag = static_cast<float>(man) * f32_from_bits(static_cast<uint32_t>(127 + 1 - bias -
-                                                                        static_cast<int>(mantissa_bits))
-                                                  << 23);
+    mag = static_cast<float>(man) *
+          f32_from_bits(static_cast<uint32_t>(127 + 1 - bias - static_cast<int>(mantissa_bits))
+                        << 23);
   } else if (has_inf && exp == max_exp) {
     mag = man == 0 ? f32_from_bits(0x7F800000u) : f32_from_bits(0x7FC00000u);
   } else if (!has_inf && exp == max_exp && man == (1u << mantissa_bits) - 1) {
@@ -108,8 +112,12 @@ OCTET_HD uint8_t f32_to_e4m3(float x, Overflow overflow = Overflow::saturate) {
 OCTET_HD uint8_t f32_to_e5m2(float x, Overflow overflow = Overflow::saturate) {
   return detail::f32_to_fp8(x, detail::e5m2_layout(), overflow == Overflow::saturate);
 }
-OCTET_HD float e4m3_to_f32(uint8_t v) { return detail::fp8_decode(v, 3, 7, false); }
-OCTET_HD float e5m2_to_f32(uint8_t v) { return detail::fp8_decode(v, 2, 15, true); }
+OCTET_HD float e4m3_to_f32(uint8_t v) {
+  return detail::fp8_decode(v, 3, 7, false);
+}
+OCTET_HD float e5m2_to_f32(uint8_t v) {
+  return detail::fp8_decode(v, 2, 15, true);
+}
 
 // Format chosen at run time (dtype must be e4m3 or e5m2).
 uint8_t f32_to_fp8(float x, DType fp8, Overflow overflow = Overflow::saturate);
@@ -122,7 +130,9 @@ OCTET_HD uint16_t f32_to_bf16(float x) {
   const uint32_t nan = (u >> 16) | 0x40u;
   return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
 }
-OCTET_HD float bf16_to_f32(uint16_t v) { return f32_from_bits(static_cast<uint32_t>(v) << 16); }
+OCTET_HD float bf16_to_f32(uint16_t v) {
+  return f32_from_bits(static_cast<uint32_t>(v) << 16);
+}
 
 // IEEE binary16, round to nearest even (after Maratyszcza's FP16 library).
 OCTET_HD float f16_to_f32(uint16_t h) {

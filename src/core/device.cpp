@@ -18,8 +18,7 @@ Device device_from_name(std::string_view name) {
     auto [ptr, ec] = std::from_chars(first, last, index);
     if (ec == std::errc() && ptr == last && index >= 0) return Device::cuda(index);
   }
-  OCTET_FAIL("device", "unknown device '", std::string(name),
-             "'; expected cpu, cuda or cuda:N");
+  OCTET_FAIL("device", "unknown device '", std::string(name), "'; expected cpu, cuda or cuda:N");
 }
 
 std::string device_name(Device device) {
@@ -27,8 +26,14 @@ std::string device_name(Device device) {
   return "cuda:" + std::to_string(device.index);
 }
 
-bool cuda_compiled() { return detail::cuda_in_build(); }
-int cuda_device_count() { return detail::cuda_count(); }
-void cuda_synchronize() { detail::cuda_sync(); }
+bool cuda_compiled() {
+  return detail::cuda_in_build();
+}
+int cuda_device_count() {
+  return detail::cuda_count();
+}
+void cuda_synchronize() {
+  detail::cuda_sync();
+}
 
 }  // namespace octet

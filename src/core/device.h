@@ -31,7 +31,9 @@ bool cuda_compiled();
 // Number of usable CUDA devices now: 0 without CUDA in the build, without a
 // driver or without a GPU. Never throws.
 int cuda_device_count();
-inline bool cuda_available() { return cuda_device_count() > 0; }
+inline bool cuda_available() {
+  return cuda_device_count() > 0;
+}
 // Waits for all work on the current CUDA device; a no-op without CUDA.
 void cuda_synchronize();
 

@@ -12,6 +12,7 @@ void* cuda_alloc(int device, size_t bytes);  // throws octet::Error on failure
 void cuda_free(int device, void* ptr) noexcept;
 // Copies bytes; each side is device memory when its *_on_device flag is set.
 void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
+void cuda_zero(void* dst, size_t bytes);
 int cuda_count() noexcept;
 void cuda_sync();
 bool cuda_in_build() noexcept;

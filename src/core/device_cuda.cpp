@@ -31,11 +31,14 @@ void cuda_free(int device, void* ptr) noexcept {
 
 void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
   if (bytes == 0) return;
-  const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice
-                                                             : cudaMemcpyHostToDevice)
-                                            : (src_on_device ? cudaMemcpyDeviceToHost
-                                                             : cudaMemcpyHostToHost);
+  const cudaMemcpyKind kind =
+      dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                    : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   check(cudaMemcpy(dst, src, bytes, kind), "copy", "cudaMemcpy");
+}
+
+void cuda_zero(void* dst, size_t bytes) {
+  check(cudaMemset(dst, 0, bytes), "zero", "cudaMemset");
 }
 
 int cuda_count() noexcept {
@@ -54,6 +57,8 @@ void cuda_sync() {
   if (cuda_count() > 0) check(cudaDeviceSynchronize(), "cuda", "cudaDeviceSynchronize");
 }
 
-bool cuda_in_build() noexcept { return true; }
+bool cuda_in_build() noexcept {
+  return true;
+}
 
 }  // namespace octet::detail

@@ -7,16 +7,28 @@ namespace octet::detail {
 
 namespace {
 [[noreturn]] void no_cuda(const char* op) {
-  OCTET_FAIL(op, "this octet was built without CUDA (no nvcc at configure time); "
-                 "reconfigure on a machine with the CUDA toolkit to use --device cuda");
+  OCTET_FAIL(op,
+             "this octet was built without CUDA (no nvcc at configure time); "
+             "reconfigure on a machine with the CUDA toolkit to use --device cuda");
 }
 }  // namespace
 
-void* cuda_alloc(int, size_t) { no_cuda("buffer"); }
+void* cuda_alloc(int, size_t) {
+  no_cuda("buffer");
+}
 void cuda_free(int, void*) noexcept {}
-void cuda_copy(void*, bool, const void*, bool, size_t) { no_cuda("copy"); }
-int cuda_count() noexcept { return 0; }
+void cuda_copy(void*, bool, const void*, bool, size_t) {
+  no_cuda("copy");
+}
+void cuda_zero(void*, size_t) {
+  no_cuda("zero");
+}
+int cuda_count() noexcept {
+  return 0;
+}
 void cuda_sync() {}
-bool cuda_in_build() noexcept { return false; }
+bool cuda_in_build() noexcept {
+  return false;
+}
 
 }  // namespace octet::detail

@@ -38,10 +38,16 @@ struct DTypeInfo {
 };
 
 const DTypeInfo& dtype_info(DType dtype);
-inline size_t dtype_size(DType dtype) { return dtype_info(dtype).size_bytes; }
-inline const char* dtype_name(DType dtype) { return dtype_info(dtype).name; }
+inline size_t dtype_size(DType dtype) {
+  return dtype_info(dtype).size_bytes;
+}
+inline const char* dtype_name(DType dtype) {
+  return dtype_info(dtype).name;
+}
 // Parses "f32", "bf16", ...; throws octet::Error naming the accepted names otherwise.
 DType dtype_from_name(std::string_view name);
-inline bool is_fp8(DType dtype) { return dtype == DType::e4m3 || dtype == DType::e5m2; }
+inline bool is_fp8(DType dtype) {
+  return dtype == DType::e4m3 || dtype == DType::e5m2;
+}
 
 }  // namespace octet

@@ -28,9 +28,9 @@ template <typename... Args>
 }  // namespace octet
 
 // OCTET_CHECK(cond, "op", message parts...): throw octet::Error("[op] message") unless cond.
-#define OCTET_CHECK(cond, op, ...)                                 \
-  do {                                                             \
-    if (!(cond)) ::octet::detail::throw_error(op, __VA_ARGS__);   \
+#define OCTET_CHECK(cond, op, ...)                              \
+  do {                                                          \
+    if (!(cond)) ::octet::detail::throw_error(op, __VA_ARGS__); \
   } while (0)
 
 // OCTET_FAIL("op", message parts...): throw unconditionally.

@@ -10,6 +10,8 @@
 #include "core/convert.h"
 #include "core/tensor.h"
 #include "kernels/gemm.h"
+#include "kernels/quantize.h"
+#include "kernels/scaling.h"
 
 namespace octet::kernels {
 
@@ -24,6 +26,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
           GemmDims dims);
 void convert(const Tensor& src, const Tensor& dst, Overflow overflow);
 void transpose(const Tensor& src, const Tensor& dst);
+void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& options);
+void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, const Tensor& y);
+void delayed_scaling_update(const Tensor& history, const Tensor& scale, const Tensor& scale_inv,
+                            const Tensor& fp8_max, const Tensor& nonfinite, AmaxReduce reduce,
+                            int margin);
+void add_bias(const Tensor& y, const Tensor& bias);
+void bias_grad_accumulate(const Tensor& dy, const Tensor& grad);
 }  // namespace cpu
 
 namespace cuda {
@@ -33,6 +42,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
           GemmDims dims);
 void convert(const Tensor& src, const Tensor& dst, Overflow overflow);
 void transpose(const Tensor& src, const Tensor& dst);
+void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& options);
+void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, const Tensor& y);
+void delayed_scaling_update(const Tensor& history, const Tensor& scale, const Tensor& scale_inv,
+                            const Tensor& fp8_max, const Tensor& nonfinite, AmaxReduce reduce,
+                            int margin);
+void add_bias(const Tensor& y, const Tensor& bias);
+void bias_grad_accumulate(const Tensor& dy, const Tensor& grad);
 }  // namespace cuda
 
 // Throws unless this build has CUDA and the tensor's device is present.
@@ -45,7 +61,8 @@ void require_cuda(const char* op, const Tensor& t);
 #if defined(OCTET_HAVE_CUDA)
 #define OCTET_CUDA_RETURN(op, fn, ...) return ::octet::kernels::cuda::fn(__VA_ARGS__)
 #else
-#define OCTET_CUDA_RETURN(op, fn, ...)                                                   \
-  OCTET_FAIL(op, "this octet was built without CUDA; reconfigure where nvcc is found " \
-                 "to run it on a GPU")
+#define OCTET_CUDA_RETURN(op, fn, ...)                                             \
+  OCTET_FAIL(op,                                                                   \
+             "this octet was built without CUDA; reconfigure where nvcc is found " \
+             "to run it on a GPU")
 #endif

@@ -19,10 +19,10 @@ void convert(const Tensor& src, const Tensor& dst, Overflow overflow) {
   OCTET_CHECK(convert_supported(src.dtype, dst.dtype), "convert", "cannot convert ",
               dtype_name(src.dtype), " to ", dtype_name(dst.dtype),
               "; supported: f32/bf16/f16 <-> e4m3/e5m2, f32 <-> bf16/f16");
-  OCTET_CHECK(src.numel() == dst.numel(), "convert", "element counts differ: ", src.str(),
+  OCTET_CHECK(src.numel() == dst.numel(), "convert", "element counts differ: ", src.str(), " vs ",
+              dst.str());
+  OCTET_CHECK(src.device == dst.device, "convert", "src and dst must be on one device: ", src.str(),
               " vs ", dst.str());
-  OCTET_CHECK(src.device == dst.device, "convert", "src and dst must be on one device: ",
-              src.str(), " vs ", dst.str());
   if (src.numel() == 0) return;
   OCTET_CHECK(!src.empty() && !dst.empty(), "convert", "an operand has no data");
   if (src.device.is_cpu()) return cpu::convert(src, dst, overflow);

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "core/tensor.h"
+#include "kernels/quantize.h"
 
 namespace octet::kernels {
 
@@ -17,11 +18,17 @@ struct GemmOptions {
   bool trans_b = true;   // B is stored [N, K] (op(B) = Bᵀ); must stay true for FP8
   float alpha = 1.0f;
   float beta = 0.0f;  // beta != 0 accumulates into C (C must then hold valid values)
-  // FP8 operands only: pointers to one fp32 each, on the operands' device, the
-  // factors that undo each operand's quantization scale. nullptr means 1. They
-  // multiply the fp32 accumulator: C = alpha * a_scale_inv * b_scale_inv * acc + beta * C.
-  const float* a_scale_inv = nullptr;
-  const float* b_scale_inv = nullptr;
+  // FP8 operands only: the factors that undo each operand's quantization, on the
+  // operands' device, laid out on the scale grid of the operand as stored (A [M, K],
+  // B [N, K]): f32, or E8M0 for MX grids, shaped scale_grid_shape(rows, K, grid).
+  // Empty means 1. Grids that split K (1x128, 128x128, MX) must split it alike in A
+  // and B; the scales then apply per K slice, as Hopper's block-scaled GEMMs do:
+  //   C[i,j] = alpha * sum_s (sa(i,s) * sb(j,s)) * sum_{k in slice s} a_ik b_jk + beta * C[i,j]
+  // Per tensor this is C = alpha * (sa * sb) * acc + beta * C.
+  Tensor a_scale_inv;
+  ScaleGrid a_grid;
+  Tensor b_scale_inv;
+  ScaleGrid b_grid;
   // FP8 on CUDA: cuBLASLt's fast accumulation (forward GEMMs only). The CPU
   // always accumulates exactly in fp32.
   bool fast_accum = false;
@@ -38,6 +45,7 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 //   f32 x f32 -> f32;  bf16 x bf16 -> f32 | bf16;
 //   e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3 -> f32 | bf16 (E5M2 x E5M2 is refused);
 // FP8 operands must be K-major (trans_a false, trans_b true) with K a multiple of 16.
+// K-splitting scale grids must split K into the same slices for A and B.
 // All tensors must be on one device. Throws octet::Error naming the problem otherwise.
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options = {});
 

@@ -163,8 +163,8 @@ std::vector<double> run_gemm(Device device, const Problem& p, size_t workspace_o
   o.trans_b = p.trans_b;
   o.alpha = p.alpha;
   o.beta = p.beta;
-  if (p.a_scale_inv) o.a_scale_inv = static_cast<const float*>(scales.data());
-  if (p.b_scale_inv) o.b_scale_inv = static_cast<const float*>(scales.data()) + 1;
+  if (p.a_scale_inv) o.a_scale_inv = scales.view(DType::f32, {1, 1}, 0);
+  if (p.b_scale_inv) o.b_scale_inv = scales.view(DType::f32, {1, 1}, 4);
   const size_t bytes = kernels::gemm_workspace_bytes(a, b, c, o);
   if (bytes > 0) {
     workspace = Buffer(device, bytes + workspace_offset);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/backends.h"
 
 namespace octet::kernels::cpu {
 
@@ -41,6 +42,14 @@ const char* gemm_impl_name(GemmImpl impl);  // "onednn", "reference"
 
 // The portable engine (gemm_ref.cpp). Never allocates.
 void gemm_reference(const Matmul& mm);
+
+// Runs mm on the engine gemm_impl() names (the reference for K = 0, which oneDNN refuses).
+void run_matmul(const Matmul& mm);
+
+// FP8 GEMMs (gemm_fp8_cpu.cpp): widen to bf16 in the workspace, scale in fp32.
+size_t fp8_gemm_workspace_bytes(GemmDims dims, const GemmOptions& options);
+void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
+              GemmDims dims);
 
 // oneDNN (gemm_onednn.cpp, or gemm_noonednn.cpp where the build has none).
 bool onednn_available();

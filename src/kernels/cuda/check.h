@@ -9,11 +9,11 @@
 
 #include "core/error.h"
 
-#define OCTET_CUDA_CHECK(op, expr)                                                  \
-  do {                                                                              \
-    const cudaError_t octet_status_ = (expr);                                       \
-    OCTET_CHECK(octet_status_ == cudaSuccess, op, #expr, " failed: ",               \
-                cudaGetErrorString(octet_status_));                                 \
+#define OCTET_CUDA_CHECK(op, expr)                               \
+  do {                                                           \
+    const cudaError_t octet_status_ = (expr);                    \
+    OCTET_CHECK(octet_status_ == cudaSuccess, op, #expr,         \
+                " failed: ", cudaGetErrorString(octet_status_)); \
   } while (0)
 
 // After a launch: configuration errors surface here (execution errors at the next sync).

@@ -12,11 +12,16 @@ namespace {
 // Reads element i of a float-like array as f32 (exact for every source dtype).
 __device__ __forceinline__ float load_f32(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::e4m3: return e4m3_to_f32(static_cast<const uint8_t*>(p)[i]);
-    default: return e5m2_to_f32(static_cast<const uint8_t*>(p)[i]);
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::e4m3:
+      return e4m3_to_f32(static_cast<const uint8_t*>(p)[i]);
+    default:
+      return e5m2_to_f32(static_cast<const uint8_t*>(p)[i]);
   }
 }
 
@@ -24,11 +29,21 @@ __device__ __forceinline__ float load_f32(const void* p, DType t, int64_t i) {
 __device__ __forceinline__ void store_f32(void* p, DType t, int64_t i, float x, bool saturate) {
   const Overflow o = saturate ? Overflow::saturate : Overflow::nonfinite;
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = x; break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(x); break;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(x); break;
-    case DType::e4m3: static_cast<uint8_t*>(p)[i] = f32_to_e4m3(x, o); break;
-    default: static_cast<uint8_t*>(p)[i] = f32_to_e5m2(x, o); break;
+    case DType::f32:
+      static_cast<float*>(p)[i] = x;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(p)[i] = f32_to_bf16(x);
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(p)[i] = f32_to_f16(x);
+      break;
+    case DType::e4m3:
+      static_cast<uint8_t*>(p)[i] = f32_to_e4m3(x, o);
+      break;
+    default:
+      static_cast<uint8_t*>(p)[i] = f32_to_e5m2(x, o);
+      break;
   }
 }
 
@@ -54,8 +69,8 @@ void convert(const Tensor& src, const Tensor& dst, Overflow overflow) {
   }
   constexpr int kThreads = 256;
   const int64_t n = src.numel();
-  convert_kernel<<<blocks_for(n, kThreads), kThreads>>>(src.data, src.dtype, dst.data, dst.dtype,
-                                                        n, overflow == Overflow::saturate);
+  convert_kernel<<<blocks_for(n, kThreads), kThreads>>>(src.data, src.dtype, dst.data, dst.dtype, n,
+                                                        overflow == Overflow::saturate);
   OCTET_CUDA_CHECK_LAUNCH("convert");
 }
 

@@ -33,8 +33,8 @@ void launch(const Tensor& src, const Tensor& dst) {
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
                   static_cast<unsigned>((rows + kTile - 1) / kTile));
   OCTET_CHECK(grid.y <= 65535, "transpose", src.str(), " has too many rows for one launch");
-  transpose_kernel<T><<<grid, dim3(kTile, kRowsPerPass)>>>(src.as<const T>(), dst.as<T>(), rows,
-                                                           cols);
+  transpose_kernel<T>
+      <<<grid, dim3(kTile, kRowsPerPass)>>>(src.as<const T>(), dst.as<T>(), rows, cols);
   OCTET_CUDA_CHECK_LAUNCH("transpose");
 }
 
@@ -43,10 +43,14 @@ void launch(const Tensor& src, const Tensor& dst) {
 void transpose(const Tensor& src, const Tensor& dst) {
   OCTET_CUDA_CHECK("transpose", cudaSetDevice(src.device.index));
   switch (dtype_size(src.dtype)) {
-    case 1: return launch<uint8_t>(src, dst);
-    case 2: return launch<uint16_t>(src, dst);
-    case 4: return launch<uint32_t>(src, dst);
-    default: OCTET_FAIL("transpose", "no CUDA transpose for ", dtype_size(src.dtype), "-byte elements");
+    case 1:
+      return launch<uint8_t>(src, dst);
+    case 2:
+      return launch<uint16_t>(src, dst);
+    case 4:
+      return launch<uint32_t>(src, dst);
+    default:
+      OCTET_FAIL("transpose", "no CUDA transpose for ", dtype_size(src.dtype), "-byte elements");
   }
 }
 

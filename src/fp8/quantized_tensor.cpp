@@ -1,0 +1,92 @@
+// fp8/quantized_tensor.cpp
+#include "fp8/quantized_tensor.h"
+
+#include "core/error.h"
+
+namespace octet::fp8 {
+namespace {
+
+size_t align64(size_t x) {
+  return (x + 63) / 64 * 64;
+}
+
+size_t scale_bytes(int64_t rows, int64_t cols, kernels::ScaleGrid grid) {
+  return static_cast<size_t>(kernels::scale_grid_shape(rows, cols, grid).numel()) *
+         (grid.e8m0 ? 1 : 4);
+}
+
+// The most scale_inv bytes any row count up to max_rows needs (grids are monotone in rows).
+size_t max_scale_bytes(int64_t max_rows, int64_t cols, kernels::ScaleGrid grid, bool transposed) {
+  return transposed ? scale_bytes(cols, max_rows, grid) : scale_bytes(max_rows, cols, grid);
+}
+
+}  // namespace
+
+QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
+                                 const Recipe& recipe, Role role, bool with_transpose)
+    : format_(recipe.format(role)),
+      grid_(recipe.grid(role)),
+      role_(role),
+      has_transpose_(with_transpose),
+      max_rows_(max_rows),
+      cols_(cols) {
+  OCTET_CHECK(max_rows >= 0 && cols >= 0, "quantized tensor", "negative shape [", max_rows, ", ",
+              cols, "]");
+  const size_t n = static_cast<size_t>(max_rows * cols);
+  data_offset_ = 0;
+  scale_offset_ = align64(n);
+  data_t_offset_ = scale_offset_ + align64(max_scale_bytes(max_rows, cols, grid_, false));
+  scale_t_offset_ = data_t_offset_ + (with_transpose ? align64(n) : 0);
+  amax_offset_ = scale_t_offset_ +
+                 (with_transpose ? align64(max_scale_bytes(max_rows, cols, grid_, true)) : 0);
+  counts_offset_ = amax_offset_ + 64;
+  storage_ = Buffer(device, counts_offset_ + 64);
+  amax = storage_.view(DType::f32, {1}, amax_offset_);
+  counts = storage_.view(DType::i32, {2}, counts_offset_);
+  set_rows(max_rows);
+}
+
+void QuantizedTensor::set_rows(int64_t rows) {
+  OCTET_CHECK(rows >= 0 && rows <= max_rows_, "quantized tensor", "rows=", rows, " exceeds the ",
+              max_rows_, " rows this tensor was allocated for");
+  rows_ = rows;
+  const DType scale_dtype = grid_.e8m0 ? DType::e8m0 : DType::f32;
+  data = storage_.view(format_, {rows, cols_}, data_offset_);
+  scale_inv =
+      storage_.view(scale_dtype, kernels::scale_grid_shape(rows, cols_, grid_), scale_offset_);
+  if (has_transpose_) {
+    data_t = storage_.view(format_, {cols_, rows}, data_t_offset_);
+    scale_inv_t =
+        storage_.view(scale_dtype, kernels::scale_grid_shape(cols_, rows, grid_), scale_t_offset_);
+  }
+}
+
+void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
+              DelayedScalingState* delayed, int slot) {
+  OCTET_CHECK(recipe.format(q.role()) == q.format() && recipe.grid(q.role()) == q.grid(),
+              "quantize", "the quantized tensor was made for another recipe than ", recipe.str());
+  OCTET_CHECK(x.cols() == q.cols(), "quantize", "x has ", x.cols(), " columns but the quantized ",
+              "tensor was made for ", q.cols());
+  q.set_rows(x.rows());
+  kernels::QuantizeOptions options;
+  options.grid = q.grid();
+  options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
+  kernels::QuantizeOutputs out{q.data, q.scale_inv, q.data_t, q.scale_inv_t, q.amax, q.counts};
+  if (recipe.mode == ScalingMode::tensor_delayed) {
+    OCTET_CHECK(delayed != nullptr && slot >= 0 && slot < delayed->size(), "quantize",
+                "tensor-delayed scaling needs the tensor's delayed-scaling state and slot");
+    options.given_scale = delayed->scale(slot);
+    out.amax = delayed->amax_slot(slot);
+  }
+  kernels::quantize(x, out, options);
+  if (out.amax.data != q.amax.data) {
+    // Keep this amax with the tensor too: the history slot is cleared by the update.
+    copy_tensor(out.amax, q.amax);
+  }
+}
+
+void dequantize(const QuantizedTensor& q, const Tensor& y) {
+  kernels::dequantize(q.data, q.scale_inv, q.grid(), y);
+}
+
+}  // namespace octet::fp8

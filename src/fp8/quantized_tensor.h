@@ -1,0 +1,64 @@
+// fp8/quantized_tensor.h: QuantizedTensor, one handle for an FP8 GEMM operand (data,
+// scale_inv, the transposed copy and its scales, amax, saturation counts), and the
+// quantize call that fills it under a recipe.
+// defines: QuantizedTensor, quantize, dequantize
+#pragma once
+
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "fp8/recipe.h"
+#include "fp8/scaling.h"
+#include "kernels/quantize.h"
+
+namespace octet::fp8 {
+
+// Storage is allocated once, for up to `max_rows` rows, when the layer is built;
+// set_rows() re-views it for the rows of this call without allocating.
+class QuantizedTensor {
+ public:
+  QuantizedTensor() = default;
+  // An operand of `role` under `recipe`, [max_rows, cols], with a transposed copy
+  // [cols, rows] when `with_transpose` (DESIGN.md, FP8 GEMM layout).
+  QuantizedTensor(Device device, int64_t max_rows, int64_t cols, const Recipe& recipe, Role role,
+                  bool with_transpose);
+
+  // Views data (and the rest) as [rows, cols]; rows <= max_rows.
+  void set_rows(int64_t rows);
+
+  DType format() const { return format_; }
+  kernels::ScaleGrid grid() const { return grid_; }
+  Role role() const { return role_; }
+  bool has_transpose() const { return has_transpose_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+
+  Tensor data;         // fp8 [rows, cols]
+  Tensor scale_inv;    // on grid() over [rows, cols]
+  Tensor data_t;       // fp8 [cols, rows], empty without a transposed copy
+  Tensor scale_inv_t;  // on grid() over [cols, rows]
+  Tensor amax;         // f32[1]: this tensor's amax (for delayed scaling: its history slot)
+  Tensor counts;       // i32[2]: saturated, flushed to zero (of data)
+
+ private:
+  Buffer storage_;
+  DType format_ = DType::e4m3;
+  kernels::ScaleGrid grid_;
+  Role role_ = Role::activation;
+  bool has_transpose_ = false;
+  int64_t max_rows_ = 0, rows_ = 0, cols_ = 0;
+  size_t data_offset_ = 0, scale_offset_ = 0, data_t_offset_ = 0, scale_t_offset_ = 0;
+  size_t amax_offset_ = 0, counts_offset_ = 0;
+};
+
+// Quantizes x [rows, cols] (f32 or bf16) into q, which must have been made for the
+// same recipe and role. Under tensor-delayed scaling, `delayed` and `slot` name the
+// tensor's state: the scale comes from it and this amax is recorded into its history
+// (the update after the step turns it into the next scale). Otherwise they are unused.
+void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
+              DelayedScalingState* delayed = nullptr, int slot = -1);
+
+// y = the values q holds (data * scale_inv), for tests and debugging.
+void dequantize(const QuantizedTensor& q, const Tensor& y);
+
+}  // namespace octet::fp8

@@ -1,0 +1,60 @@
+// fp8/scaling.h: the delayed-scaling state of a model's FP8 tensors: one amax
+// history, scale and scale_inv per tensor, all in one buffer, updated for all of
+// them in one kernel call after each step.
+// defines: DelayedScalingState
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "fp8/recipe.h"
+
+namespace octet::fp8 {
+
+// Transformer Engine's DelayedScaling per tensor: quantization at step t uses the
+// scale computed from the amax history after step t-1 (initially 1); each quantize
+// writes its amax into the history's current slot; update() reduces every history
+// (max over the window, or the most recent), rolls it and computes the next scales.
+// Where octet differs from Transformer Engine: a non-finite amax is counted
+// (nonfinite_count()) besides keeping the previous scale, so it is reported, never silent.
+class DelayedScalingState {
+ public:
+  DelayedScalingState() = default;
+  // One slot per tensor; `formats` gives each tensor's FP8 format (its fp8_max).
+  DelayedScalingState(Device device, const DelayedScaling& options,
+                      const std::vector<DType>& formats);
+
+  int size() const { return static_cast<int>(formats_.size()); }
+  const DelayedScaling& options() const { return options_; }
+
+  Tensor scale(int slot) const;      // f32[1]: the scale quantize uses now
+  Tensor scale_inv(int slot) const;  // f32[1]
+  Tensor amax_slot(int slot) const;  // f32[1]: where this step's amax goes
+  Tensor history() const;            // f32 [N, history_len]
+  Tensor nonfinite() const;          // i32[1]: updates that met a non-finite amax
+  Tensor scale_all() const;          // f32 [N]: every slot's scale (checkpoints)
+  // After scale_all() was written directly (a checkpoint read): scale_inv = 1 / scale.
+  void refresh_scale_inv();
+
+  // After each step (each optimizer step, when gradients are accumulated): one call
+  // for all tensors.
+  void update();
+
+  // Host copies, for tests, checkpoints and statistics (these synchronise).
+  std::vector<float> scales_host() const;
+  std::vector<float> history_host() const;
+  int nonfinite_count() const;
+  // Restores a state read back with the two functions above (resume).
+  void restore(const std::vector<float>& scales, const std::vector<float>& history);
+
+ private:
+  Tensor view(DType dtype, int64_t count, size_t offset) const;
+  DelayedScaling options_;
+  std::vector<DType> formats_;
+  Buffer storage_;
+  size_t history_offset_ = 0, scale_offset_ = 0, scale_inv_offset_ = 0, fp8_max_offset_ = 0,
+         nonfinite_offset_ = 0;
+};
+
+}  // namespace octet::fp8

@@ -1,0 +1,36 @@
+// kernels/bias.cpp: validation of the bias kernels and dispatch by device.
+#include "kernels/bias.h"
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace octet::kernels {
+namespace {
+bool is_activation(DType d) {
+  return d == DType::f32 || d == DType::bf16;
+}
+}  // namespace
+
+void add_bias(const Tensor& y, const Tensor& bias) {
+  OCTET_CHECK(is_activation(y.dtype) && is_activation(bias.dtype), "add_bias",
+              "y and bias must be f32 or bf16, got ", y.str(), " and ", bias.str());
+  OCTET_CHECK(bias.numel() == y.cols() && bias.device == y.device, "add_bias", "bias must be [",
+              y.cols(), "] on ", device_name(y.device), ", got ", bias.str());
+  if (y.numel() == 0) return;
+  if (y.device.is_cpu()) return cpu::add_bias(y, bias);
+  require_cuda("add_bias", y);
+  OCTET_CUDA_RETURN("add_bias", add_bias, y, bias);
+}
+
+void bias_grad_accumulate(const Tensor& dy, const Tensor& grad) {
+  OCTET_CHECK(is_activation(dy.dtype) && grad.dtype == DType::f32, "bias_grad",
+              "dy must be f32 or bf16 and grad f32, got ", dy.str(), " and ", grad.str());
+  OCTET_CHECK(grad.numel() == dy.cols() && grad.device == dy.device, "bias_grad", "grad must be [",
+              dy.cols(), "] on ", device_name(dy.device), ", got ", grad.str());
+  if (dy.numel() == 0) return;
+  if (dy.device.is_cpu()) return cpu::bias_grad_accumulate(dy, grad);
+  require_cuda("bias_grad", dy);
+  OCTET_CUDA_RETURN("bias_grad", bias_grad_accumulate, dy, grad);
+}
+
+}  // namespace octet::kernels

@@ -1,0 +1,168 @@
+// kernels/cpu/gemm_fp8_cpu.cpp: FP8 GEMMs on the CPU: operands widened exactly to
+// bf16 (every E4M3/E5M2 value is a bf16 value), multiplied by the bf16 GEMM with
+// fp32 accumulation, and the scale_inv factors applied in fp32 the way Hopper's
+// scaled GEMMs apply them: per tensor on the accumulator, per row/column in the
+// epilogue, and per K slice for grids that split K (1x128, 128x128, MX).
+#include <algorithm>
+#include <cstdint>
+
+#include "core/convert.h"
+#include "core/error.h"
+#include "kernels/backends.h"
+#include "kernels/cpu/gemm_cpu.h"
+
+namespace octet::kernels::cpu {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
+
+// E4M3/E5M2 -> bf16: the exact f32 decode ends in 16 zero bits, so its upper half
+// is the bf16 encoding; NaN stays NaN and E5M2's infinities stay infinite.
+struct Fp8ToBf16 {
+  uint16_t e4m3[256];
+  uint16_t e5m2[256];
+};
+
+const Fp8ToBf16& fp8_to_bf16_tables() {
+  static const Fp8ToBf16 tables = [] {
+    Fp8ToBf16 t{};
+    for (int v = 0; v < 256; ++v) {
+      t.e4m3[v] = static_cast<uint16_t>(f32_bits(e4m3_to_f32(static_cast<uint8_t>(v))) >> 16);
+      t.e5m2[v] = static_cast<uint16_t>(f32_bits(e5m2_to_f32(static_cast<uint8_t>(v))) >> 16);
+    }
+    return t;
+  }();
+  return tables;
+}
+
+// Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] bf16 one.
+void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,
+               uint16_t* dst) {
+  const Fp8ToBf16& t = fp8_to_bf16_tables();
+  const uint16_t* table = dtype == DType::e4m3 ? t.e4m3 : t.e5m2;
+  // Below ~64 Ki elements one thread is faster than waking the others.
+#pragma omp parallel for schedule(static) if (rows * width > (1 << 16))
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* in = src + r * ld + k0;
+    uint16_t* out = dst + r * width;
+    for (int64_t i = 0; i < width; ++i) out[i] = table[in[i]];
+  }
+}
+
+// The scale_inv of row `row` of an operand in K slice `slice`.
+struct Scales {
+  const void* data;  // empty tensor: nullptr, meaning 1
+  ScaleGrid grid;
+  int64_t grid_cols;
+  float at(int64_t row, int64_t slice) const {
+    if (data == nullptr) return 1.0f;
+    const int64_t r = grid.block_rows == 0 ? 0 : row / grid.block_rows;
+    const int64_t index = r * grid_cols + (grid.block_cols == 0 ? 0 : slice);
+    return grid.e8m0 ? e8m0_to_f32(static_cast<const uint8_t*>(data)[index])
+                     : static_cast<const float*>(data)[index];
+  }
+};
+
+Scales scales_of(const Tensor& s, ScaleGrid grid, int64_t k) {
+  const int64_t grid_cols = grid.block_cols == 0 ? 1 : (k + grid.block_cols - 1) / grid.block_cols;
+  return {s.empty() ? nullptr : s.data, grid, grid_cols};
+}
+
+bool per_tensor(const GemmOptions& o) {
+  return o.a_grid.block_rows == 0 && o.a_grid.block_cols == 0 && o.b_grid.block_rows == 0 &&
+         o.b_grid.block_cols == 0;
+}
+
+// The layout of the workspace: [slack][A bf16][B bf16][acc f32][partial f32].
+struct Layout {
+  int64_t slice;  // K columns widened at a time
+  size_t a_bytes, b_bytes, acc_bytes, partial_bytes;
+  size_t total() const { return kAlign + a_bytes + b_bytes + acc_bytes + partial_bytes; }
+};
+
+Layout layout(GemmDims d, const GemmOptions& o) {
+  const bool split = o.a_grid.block_cols > 0;
+  // At least 1 so that K = 0 (C = beta * C) needs no special case.
+  const int64_t slice =
+      std::max<int64_t>(1, split ? std::min<int64_t>(o.a_grid.block_cols, d.k) : d.k);
+  const bool tensor = per_tensor(o);
+  const int64_t slices = (d.k + slice - 1) / slice;
+  return {slice, align_up(static_cast<size_t>(d.m * slice) * 2),
+          align_up(static_cast<size_t>(d.n * slice) * 2),
+          tensor ? 0 : align_up(static_cast<size_t>(d.m * d.n) * 4),
+          slices > 1 ? align_up(static_cast<size_t>(d.m * d.n) * 4) : 0};
+}
+
+}  // namespace
+
+size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o) {
+  return layout(d, o).total();
+}
+
+void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d) {
+  const Layout l = layout(d, o);
+  const size_t have = o.workspace.empty() ? 0 : o.workspace.nbytes();
+  OCTET_CHECK(have >= l.total(), "gemm", "FP8 on the CPU needs a workspace of ", l.total(),
+              " bytes (got ", have, "); size it with gemm_workspace_bytes");
+  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
+  auto* a16 = reinterpret_cast<uint16_t*>(base);
+  auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
+  auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
+  auto* partial = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes);
+  const Scales sa = scales_of(o.a_scale_inv, o.a_grid, d.k);
+  const Scales sb = scales_of(o.b_scale_inv, o.b_grid, d.k);
+  const auto* a8 = a.as<const uint8_t>();
+  const auto* b8 = b.as<const uint8_t>();
+
+  if (per_tensor(o)) {
+    // One product of the two factors on the fp32 accumulator, folded into alpha.
+    widen_fp8(a8, a.dtype, d.m, d.k, 0, d.k, a16);
+    widen_fp8(b8, b.dtype, d.n, d.k, 0, d.k, b16);
+    const float scale = sa.at(0, 0) * sb.at(0, 0);
+    run_matmul({a16, b16, c.data, DType::bf16, c.dtype, d.m, d.n, d.k, false, true, o.alpha * scale,
+                o.beta});
+    return;
+  }
+
+  // Scales that vary by row, column or K slice: accumulate sum_s (sa * sb) * partial_s
+  // in fp32, then C = alpha * acc + beta * C.
+  const int64_t slices = (d.k + l.slice - 1) / l.slice;
+  if (slices == 0) std::fill_n(acc, d.m * d.n, 0.0f);  // K = 0
+  for (int64_t s = 0; s < slices; ++s) {
+    const int64_t k0 = s * l.slice, width = std::min(l.slice, d.k - k0);
+    widen_fp8(a8, a.dtype, d.m, d.k, k0, width, a16);
+    widen_fp8(b8, b.dtype, d.n, d.k, k0, width, b16);
+    float* out = s == 0 ? acc : partial;
+    run_matmul({a16, b16, out, DType::bf16, DType::f32, d.m, d.n, width, false, true, 1.0f, 0.0f});
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < d.m; ++i) {
+      const float row_scale = sa.at(i, s);
+      for (int64_t j = 0; j < d.n; ++j) {
+        const float v = (row_scale * sb.at(j, s)) * out[i * d.n + j];
+        acc[i * d.n + j] = s == 0 ? v : acc[i * d.n + j] + v;
+      }
+    }
+  }
+  const bool bf16_out = c.dtype == DType::bf16;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < d.m; ++i) {
+    for (int64_t j = 0; j < d.n; ++j) {
+      const int64_t idx = i * d.n + j;
+      float v = o.alpha * acc[idx];
+      if (o.beta != 0.0f) {
+        const float old = bf16_out ? bf16_to_f32(c.as<const uint16_t>()[idx]) : c.as<float>()[idx];
+        v = v + o.beta * old;
+      }
+      if (bf16_out) {
+        c.as<uint16_t>()[idx] = f32_to_bf16(v);
+      } else {
+        c.as<float>()[idx] = v;
+      }
+    }
+  }
+}
+
+}  // namespace octet::kernels::cpu

@@ -1,0 +1,629 @@
+// kernels/cpu/quantize_cpu.cpp: FP8 quantization and dequantization on the CPU, every grid.
+
+// Two passes over each block (block amaxes, then scale and encode), with the inner
+// loops compiled once per x86 instruction-set level like kernels/cpu/convert_cpu.cpp;
+// OpenMP runs over row bands, or over chunks of the tensor for per-tensor scales.
+// No allocation: per-block amaxes live in the scale_inv output until they become
+// scales, tiles live on the stack.
+
+// As in convert_cpu.cpp: without -fno-trapping-math GCC leaves the encoders'
+// selects as branches and the AVX2/baseline loops scalar. No result changes (the
+// tests compare every bit); the pragma must precede the includes.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace octet::kernels::cpu {
+namespace {
+
+constexpr uint32_t kInfBits = 0x7F800000u;
+constexpr uint32_t kQuietNanBits = 0x7FC00000u;
+// Tensors up to this many elements run on one thread (faster than waking a team);
+// per-tensor passes cut bigger ones into chunks of this size.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+// Transposed copy: x is read in kTile x kTile tiles (16 KiB of f32, L1-resident).
+constexpr int64_t kTile = 64;
+// Blocks of one row narrower than this are encoded in runs of several blocks.
+constexpr int64_t kNarrowBlock = 256;
+
+// What the inner loops need to know, fixed for one quantize call.
+struct Job {
+  bool bf16;      // input bf16, else f32
+  bool e4m3;      // output E4M3, else E5M2
+  bool saturate;  // Overflow::saturate
+  bool count;     // count saturated and flushed values
+  bool e8m0;      // MX: E8M0 scale_inv codes, else f32 scale_inv
+  bool pow2;      // power_of_two_scales
+  float fp8_max;
+};
+
+// Per-call reductions. The amax is kept as the bits of |x|: as unsigned integers
+// NaN > Inf > every finite value, so an integer max makes NaN win for free.
+struct Stats {
+  uint32_t amax_bits = 0;
+  uint64_t saturated = 0, flushed = 0;
+};
+
+// One block of the transposed copy's work: x rows [r0, r0 + h) x x columns
+// [c0, c0 + w), holding whole blocks of xᵀ that are `block_w` columns of x wide.
+struct TransposedTask {
+  const void* x;
+  int64_t rows, cols;  // x's
+  int64_t r0, h, c0, w, block_w;
+  uint8_t* data_t;     // [cols, rows]
+  void* scale_inv_t;   // [ceil(cols / block_w), scale_cols]
+  int64_t scale_cols;  // number of xᵀ block columns (= row bands of x)
+  int64_t band;        // this task's xᵀ block column
+};
+
+// ---- element helpers (inlined into each instruction-set variant) -------------
+
+[[gnu::always_inline]] inline float load(float v) {
+  return v;
+}
+[[gnu::always_inline]] inline float load(uint16_t v) {
+  return bf16_to_f32(v);
+}
+[[gnu::always_inline]] inline uint32_t mag_bits(float v) {
+  return f32_bits(v) & 0x7FFFFFFFu;
+}
+[[gnu::always_inline]] inline uint32_t mag_bits(uint16_t v) {
+  return static_cast<uint32_t>(v & 0x7FFFu) << 16;
+}
+
+// The overflow mode stays a run-time flag: it only picks a loop-invariant code.
+template <bool kE4M3>
+[[gnu::always_inline]] inline uint8_t encode(float v, bool saturate) {
+  const Overflow overflow = saturate ? Overflow::saturate : Overflow::nonfinite;
+  return kE4M3 ? f32_to_e4m3(v, overflow) : f32_to_e5m2(v, overflow);
+}
+
+// The multiplier for an E8M0 scale_inv 2^(e-127): exactly 2^(127-e), built from
+// the exponent bits (2^-127, for e = 254, is an f32 subnormal).
+[[gnu::always_inline]] inline float e8m0_reciprocal(uint8_t e) {
+  const int k = 127 - static_cast<int>(e);
+  return k >= -126 ? f32_from_bits(static_cast<uint32_t>(k + 127) << 23) : 0x1p-127f;
+}
+
+// A NaN amax is kept as one quiet NaN so that it survives a trip through float memory.
+[[gnu::always_inline]] inline float amax_value(uint32_t bits) {
+  return f32_from_bits(bits > kInfBits ? kQuietNanBits : bits);
+}
+
+// The multiplier of one block; stores its scale_inv (f32 1/scale, or the E8M0 code).
+[[gnu::always_inline]] inline float block_scale(const Job& j, uint32_t amax_bits, void* scale_inv,
+                                                int64_t index) {
+  if (j.e8m0) {
+    const uint8_t e = e8m0_scale_inv_from_amax(amax_value(amax_bits), j.fp8_max);
+    static_cast<uint8_t*>(scale_inv)[index] = e;
+    return e8m0_reciprocal(e);
+  }
+  const float scale = scale_from_amax(amax_value(amax_bits), j.fp8_max, 0, j.pow2);
+  static_cast<float*>(scale_inv)[index] = 1.0f / scale;
+  return scale;
+}
+
+// ---- the loops ---------------------------------------------------------------
+
+template <class In>
+[[gnu::always_inline]] inline uint32_t amax_loop(const In* __restrict x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, mag_bits(x[i]));
+  return m;
+}
+
+// out = encode(x * scale); with kCount, also the values that overflowed the format
+// (|x * scale| past the rounding boundary of ±max, x finite: the unsaturated
+// conversion would give Inf/NaN) and the nonzero finite values that became ±0.
+// The multiplier: one per call, or one per element (runs of narrow blocks).
+[[gnu::always_inline]] inline float scale_at(float scale, int64_t) {
+  return scale;
+}
+[[gnu::always_inline]] inline float scale_at(const float* __restrict scale, int64_t i) {
+  return scale[i];
+}
+
+template <class In, bool kE4M3, bool kCount, class Scale>
+[[gnu::always_inline]] inline void encode_loop(const In* __restrict x, uint8_t* __restrict out,
+                                               int64_t n, Scale scale, bool saturate, Stats& st) {
+  if constexpr (!kCount) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = encode<kE4M3>(load(x[i]) * scale_at(scale, i), saturate);
+    }
+  } else {
+    // E4M3: 464 (halfway to 480) rounds to even, i.e. down to 448; E5M2: 61440
+    // (halfway from 57344 to 65536) rounds to even, i.e. up to Inf.
+    constexpr uint32_t overflow_bits = kE4M3 ? f32_bits(464.0f) + 1 : f32_bits(61440.0f);
+    constexpr int64_t kChunk = int64_t{1} << 20;  // keeps the 32-bit vector counters exact
+    for (int64_t begin = 0; begin < n; begin += kChunk) {
+      const int64_t end = std::min(n, begin + kChunk);
+      uint32_t saturated = 0, flushed = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = load(x[i]) * scale_at(scale, i);
+        const uint8_t code = encode<kE4M3>(v, saturate);
+        out[i] = code;
+        const uint32_t xm = mag_bits(x[i]);
+        saturated += (xm < kInfBits) & ((f32_bits(v) & 0x7FFFFFFFu) >= overflow_bits);
+        flushed += (xm - 1u < kInfBits - 1u) & ((code & 0x7Fu) == 0);
+      }
+      st.saturated += saturated;
+      st.flushed += flushed;
+    }
+  }
+}
+
+// ---- the kernels: one entry each, specialised by the dispatch below ---------
+
+struct AmaxSpan {
+  static constexpr bool kFormat = false, kCount = false;
+  template <class In, bool, bool>
+  [[gnu::always_inline]] static uint32_t run(const Job&, const void* x, int64_t n) {
+    return amax_loop(static_cast<const In*>(x), n);
+  }
+};
+
+struct EncodeSpan {
+  static constexpr bool kFormat = true, kCount = true;
+  template <class In, bool kE4M3, bool kCount>
+  [[gnu::always_inline]] static void run(const Job& j, const void* x, uint8_t* out, int64_t n,
+                                         float scale, Stats* st) {
+    encode_loop<In, kE4M3, kCount>(static_cast<const In*>(x), out, n, scale, j.saturate, *st);
+  }
+};
+
+// One band of h rows sharing the scale row `scale_inv` (one entry per bc columns).
+struct Band {
+  static constexpr bool kFormat = true, kCount = true;
+  template <class In, bool kE4M3, bool kCount>
+  [[gnu::always_inline]] static void run(const Job& j, const void* xv, int64_t h, int64_t cols,
+                                         int64_t bc, uint8_t* out, void* scale_inv, Stats* st) {
+    const In* x = static_cast<const In*>(xv);
+    const int64_t nb = (cols + bc - 1) / bc;
+    if (h == 1 && bc < kNarrowBlock) {
+      // 1xN tiles and MX: block amaxes and scales for a run of blocks, then one
+      // encode loop over the run with a multiplier per element, so that short blocks
+      // do not each pay for a vector loop's prologue, epilogue and reductions.
+      constexpr int64_t kRun = 2048;
+      alignas(64) float mult[kRun];
+      const int64_t run = kRun / bc * bc;
+      for (int64_t c0 = 0; c0 < cols; c0 += run) {
+        const int64_t n = std::min(run, cols - c0);
+        for (int64_t b0 = 0; b0 < n; b0 += bc) {
+          const int64_t w = std::min(bc, n - b0);
+          const uint32_t m = amax_loop(x + c0 + b0, w);
+          st->amax_bits = std::max(st->amax_bits, m);
+          const float scale = block_scale(j, m, scale_inv, (c0 + b0) / bc);
+          for (int64_t i = 0; i < w; ++i) mult[b0 + i] = scale;
+        }
+        encode_loop<In, kE4M3, kCount>(x + c0, out + c0, n, static_cast<const float*>(mult),
+                                       j.saturate, *st);
+      }
+      return;
+    }
+    if (h == 1) {
+      // Rows and wide blocks: each block is a run of one row, still in L1 for the
+      // second pass.
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t c0 = b * bc, w = std::min(bc, cols - c0);
+        const uint32_t m = amax_loop(x + c0, w);
+        st->amax_bits = std::max(st->amax_bits, m);
+        const float scale = block_scale(j, m, scale_inv, b);
+        encode_loop<In, kE4M3, kCount>(x + c0, out + c0, w, scale, j.saturate, *st);
+      }
+      return;
+    }
+    // NxN blocks (f32 scales only), in runs of columns small enough for the band's
+    // run to stay in L2 between the passes. The row of scale_inv holds the block
+    // amaxes, then the scales, then their inverses. Column maxima are taken down
+    // the rows first, so each block needs one horizontal reduction, not one per row.
+    float* s = static_cast<float*>(scale_inv);
+    for (int64_t b = 0; b < nb; ++b) s[b] = 0.0f;
+    constexpr int64_t kRun = 512;
+    const int64_t run = bc < kRun ? kRun / bc * bc : kRun;
+    for (int64_t c0 = 0; c0 < cols; c0 += run) {
+      const int64_t n = std::min(run, cols - c0);
+      alignas(64) uint32_t col_max[kRun];
+      for (int64_t i = 0; i < n; ++i) col_max[i] = 0;
+      for (int64_t r = 0; r < h; ++r) {
+        const In* __restrict row = x + r * cols + c0;
+        for (int64_t i = 0; i < n; ++i) col_max[i] = std::max(col_max[i], mag_bits(row[i]));
+      }
+      for (int64_t i = 0; i < n;) {
+        const int64_t b = (c0 + i) / bc, end = std::min(n, (b + 1) * bc - c0);
+        uint32_t m = f32_bits(s[b]);
+        for (; i < end; ++i) m = std::max(m, col_max[i]);
+        s[b] = amax_value(m);
+      }
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      st->amax_bits = std::max(st->amax_bits, f32_bits(s[b]));
+      s[b] = scale_from_amax(s[b], j.fp8_max, 0, j.pow2);
+    }
+    for (int64_t c0 = 0; c0 < cols; c0 += run) {
+      const int64_t n = std::min(run, cols - c0);
+      alignas(64) float mult[kRun];
+      for (int64_t i = 0; i < n; ++i) mult[i] = s[(c0 + i) / bc];
+      for (int64_t r = 0; r < h; ++r) {
+        encode_loop<In, kE4M3, kCount>(x + r * cols + c0, out + r * cols + c0, n,
+                                       static_cast<const float*>(mult), j.saturate, *st);
+      }
+    }
+    for (int64_t b = 0; b < nb; ++b) s[b] = 1.0f / s[b];
+  }
+};
+
+// dst = srcᵀ for a kTile x kTile byte tile, in 8 x 8 blocks of eight 64-bit rows:
+// three rounds of swapping 4x4, 2x2 and 1x1 sub-blocks with shifts and masks.
+[[gnu::always_inline]] inline void transpose_tile(const uint8_t* __restrict src,
+                                                  uint8_t* __restrict dst) {
+  for (int64_t rb = 0; rb < kTile; rb += 8) {
+    for (int64_t cb = 0; cb < kTile; cb += 8) {
+      uint64_t a[8];
+      for (int k = 0; k < 8; ++k) std::memcpy(&a[k], src + (rb + k) * kTile + cb, 8);
+      for (int i = 0; i < 4; ++i) {
+        const uint64_t t = ((a[i] >> 32) ^ a[i + 4]) & 0x00000000FFFFFFFFull;
+        a[i] ^= t << 32;
+        a[i + 4] ^= t;
+      }
+      for (int i : {0, 1, 4, 5}) {
+        const uint64_t t = ((a[i] >> 16) ^ a[i + 2]) & 0x0000FFFF0000FFFFull;
+        a[i] ^= t << 16;
+        a[i + 2] ^= t;
+      }
+      for (int i : {0, 2, 4, 6}) {
+        const uint64_t t = ((a[i] >> 8) ^ a[i + 1]) & 0x00FF00FF00FF00FFull;
+        a[i] ^= t << 8;
+        a[i + 1] ^= t;
+      }
+      for (int k = 0; k < 8; ++k) std::memcpy(dst + (cb + k) * kTile + rb, &a[k], 8);
+    }
+  }
+}
+
+// The transposed copy of one task: column amaxes by strided reads of x (vectorised
+// along the row), block scales, then kTile x kTile tiles encoded row-wise into an
+// L1 buffer, transposed there and written out as rows of xᵀ.
+struct Transposed {
+  static constexpr bool kFormat = true, kCount = false;
+  template <class In, bool kE4M3, bool>
+  [[gnu::always_inline]] static void run(const Job& j, const TransposedTask& t) {
+    const In* x = static_cast<const In*>(t.x);
+    // w <= kTile when blocks are narrower than a tile, else w == one block.
+    std::array<uint32_t, kTile> block_max{};
+    std::array<float, kTile> block_mult;
+    for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
+      const int64_t sw = std::min(kTile, t.w - s0);
+      alignas(64) uint32_t col_max[kTile] = {};
+      for (int64_t r = 0; r < t.h; ++r) {
+        const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0 + s0;
+        for (int64_t c = 0; c < sw; ++c) col_max[c] = std::max(col_max[c], mag_bits(row[c]));
+      }
+      for (int64_t c = 0; c < sw; ++c) {
+        uint32_t& m = block_max[(s0 + c) / t.block_w];
+        m = std::max(m, col_max[c]);
+      }
+    }
+    const int64_t nb = (t.w + t.block_w - 1) / t.block_w;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t index = (t.c0 / t.block_w + b) * t.scale_cols + t.band;
+      block_mult[b] = block_scale(j, block_max[b], t.scale_inv_t, index);
+    }
+    for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
+      const int64_t sw = std::min(kTile, t.w - s0);
+      alignas(64) float col_scale[kTile];
+      for (int64_t c = 0; c < sw; ++c) col_scale[c] = block_mult[(s0 + c) / t.block_w];
+      for (int64_t r1 = 0; r1 < t.h; r1 += kTile) {
+        const int64_t th = std::min(kTile, t.h - r1);
+        alignas(64) uint8_t tile[kTile * kTile];
+        if (th < kTile || sw < kTile) std::memset(tile, 0, sizeof(tile));  // no stray bytes
+        for (int64_t r = 0; r < th; ++r) {
+          const In* __restrict row = x + (t.r0 + r1 + r) * t.cols + t.c0 + s0;
+          uint8_t* __restrict codes = tile + r * kTile;
+          for (int64_t c = 0; c < sw; ++c) {
+            codes[c] = encode<kE4M3>(load(row[c]) * col_scale[c], j.saturate);
+          }
+        }
+        alignas(64) uint8_t tile_t[kTile * kTile];
+        transpose_tile(tile, tile_t);
+        for (int64_t c = 0; c < sw; ++c) {
+          std::memcpy(t.data_t + (t.c0 + s0 + c) * t.rows + t.r0 + r1, tile_t + c * kTile,
+                      static_cast<size_t>(th));
+        }
+      }
+    }
+  }
+};
+
+// Picks K::run<In, kE4M3, kCount> from the job, one branch per flag; everything
+// is inlined into the instruction-set variant that calls it.
+template <class K, class In, bool kE4M3, class... Args>
+[[gnu::always_inline]] inline auto dispatch_count(const Job& j, Args... args) {
+  if constexpr (K::kCount) {
+    if (j.count) return K::template run<In, kE4M3, true>(j, args...);
+  }
+  return K::template run<In, kE4M3, false>(j, args...);
+}
+template <class K, class In, class... Args>
+[[gnu::always_inline]] inline auto dispatch_format(const Job& j, Args... args) {
+  if constexpr (K::kFormat) {
+    if (j.e4m3) return dispatch_count<K, In, true>(j, args...);
+    return dispatch_count<K, In, false>(j, args...);
+  } else {
+    return K::template run<In, false, false>(j, args...);
+  }
+}
+template <class K, class... Args>
+[[gnu::always_inline]] inline auto dispatch(const Job& j, Args... args) {
+  if (j.bf16) return dispatch_format<K, uint16_t>(j, args...);
+  return dispatch_format<K, float>(j, args...);
+}
+
+// ---- instruction-set variants ------------------------------------------------
+
+struct Kernels {
+  uint32_t (*amax)(const Job&, const void*, int64_t);
+  void (*encode)(const Job&, const void*, uint8_t*, int64_t, float, Stats*);
+  void (*band)(const Job&, const void*, int64_t, int64_t, int64_t, uint8_t*, void*, Stats*);
+  void (*transposed)(const Job&, const TransposedTask&);
+};
+
+#define OCTET_QUANTIZE_VARIANT(name, attributes)                                                   \
+  attributes uint32_t amax_##name(const Job& j, const void* x, int64_t n) {                        \
+    return dispatch<AmaxSpan>(j, x, n);                                                            \
+  }                                                                                                \
+  attributes void encode_##name(const Job& j, const void* x, uint8_t* out, int64_t n, float scale, \
+                                Stats* st) {                                                       \
+    dispatch<EncodeSpan>(j, x, out, n, scale, st);                                                 \
+  }                                                                                                \
+  attributes void band_##name(const Job& j, const void* x, int64_t h, int64_t cols, int64_t bc,    \
+                              uint8_t* out, void* scale_inv, Stats* st) {                          \
+    dispatch<Band>(j, x, h, cols, bc, out, scale_inv, st);                                         \
+  }                                                                                                \
+  attributes void transposed_##name(const Job& j, const TransposedTask& t) {                       \
+    dispatch<Transposed>(j, t);                                                                    \
+  }                                                                                                \
+  constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name, transposed_##name};
+
+OCTET_QUANTIZE_VARIANT(baseline, )
+#if defined(__x86_64__) && defined(__GNUC__)
+OCTET_QUANTIZE_VARIANT(avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
+OCTET_QUANTIZE_VARIANT(
+    avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
+#endif
+#undef OCTET_QUANTIZE_VARIANT
+
+// The levels and the OCTET_CPU_ISA cap are those of convert_cpu.cpp.
+enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
+
+Isa hardware_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return Isa::avx512;
+  if (avx2) return Isa::avx2;
+#endif
+  return Isa::baseline;
+}
+
+const Kernels& pick_kernels() {
+  static const Isa hardware = hardware_isa();
+  Isa isa = Isa::avx512;
+  const char* env = std::getenv("OCTET_CPU_ISA");
+  if (env != nullptr && *env != '\0') {
+    const std::string_view name(env);
+    if (name == "baseline") {
+      isa = Isa::baseline;
+    } else if (name == "avx2") {
+      isa = Isa::avx2;
+    } else if (name != "avx512") {
+      OCTET_FAIL("quantize", "OCTET_CPU_ISA='", name, "' is not one of baseline, avx2, avx512");
+    }
+  }
+  isa = std::min(hardware, isa);
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (isa == Isa::avx512) return kKernels_avx512;
+  if (isa == Isa::avx2) return kKernels_avx2;
+#endif
+  return kKernels_baseline;
+}
+
+// A grid dimension as a block size: 0 (whole dimension) or more than n is n.
+int64_t block_size(int64_t block, int64_t n) {
+  return block == 0 || block > n ? n : block;
+}
+
+const char* byte_offset(const void* p, int64_t elements, size_t size) {
+  return static_cast<const char*>(p) + elements * static_cast<int64_t>(size);
+}
+
+// One scale for the whole tensor: a parallel amax, then a parallel encode.
+void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
+                         const QuantizeOutputs& out, const QuantizeOptions& o, Stats& st) {
+  const int64_t n = x.numel();
+  const size_t in_size = dtype_size(x.dtype);
+  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+  const bool given = !o.given_scale.empty();
+  uint32_t amax_bits = 0;
+  if (!given || !out.amax.empty()) {
+#pragma omp parallel for schedule(static) reduction(max : amax_bits) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
+      amax_bits = std::max(amax_bits, k.amax(j, byte_offset(x.data, begin, in_size), count));
+    }
+  }
+  st.amax_bits = amax_bits;
+  float scale;
+  if (given) {
+    scale = o.given_scale.as<float>()[0];
+    out.scale_inv.as<float>()[0] = 1.0f / scale;
+  } else {
+    scale = block_scale(j, amax_bits, out.scale_inv.data, 0);
+  }
+  uint64_t saturated = 0, flushed = 0;
+  auto* data = out.data.as<uint8_t>();
+#pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
+    Stats s;
+    k.encode(j, byte_offset(x.data, begin, in_size), data + begin, count, scale, &s);
+    saturated += s.saturated;
+    flushed += s.flushed;
+  }
+  st.saturated = saturated;
+  st.flushed = flushed;
+}
+
+// Bands of block_rows rows, each with its row of scales; the bands run in parallel.
+void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const QuantizeOutputs& out,
+                    int64_t block_rows, int64_t block_cols, Stats& st) {
+  const int64_t rows = x.rows(), cols = x.cols();
+  const int64_t bands = (rows + block_rows - 1) / block_rows;
+  const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+  const size_t in_size = dtype_size(x.dtype), scale_size = dtype_size(out.scale_inv.dtype);
+  auto* data = out.data.as<uint8_t>();
+  uint32_t amax_bits = 0;
+  uint64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(max : amax_bits) \
+    reduction(+ : saturated, flushed) if (rows * cols > kParallelElements)
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t r0 = b * block_rows, h = std::min(block_rows, rows - r0);
+    Stats s;
+    k.band(j, byte_offset(x.data, r0 * cols, in_size), h, cols, block_cols, data + r0 * cols,
+           const_cast<char*>(byte_offset(out.scale_inv.data, b * scale_cols, scale_size)), &s);
+    amax_bits = std::max(amax_bits, s.amax_bits);
+    saturated += s.saturated;
+    flushed += s.flushed;
+  }
+  st = {amax_bits, saturated, flushed};
+}
+
+// xᵀ quantized with the grid applied to xᵀ. Where that grid covers x with the same
+// blocks as x's own grid (per tensor, NxN) the scales are the same and the result
+// is the transpose of data and scale_inv, bit for bit; otherwise (row, 1xN, MX)
+// the blocks of xᵀ are columns of x, quantized by strided passes over x.
+void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const QuantizeOutputs& out,
+                         ScaleGrid grid) {
+  const int64_t rows = x.rows(), cols = x.cols();
+  const int64_t block_rows = block_size(grid.block_rows, rows);
+  const int64_t block_cols = block_size(grid.block_cols, cols);
+  // xᵀ's blocks in x's coordinates: block_w columns of x by block_h rows of x.
+  const int64_t block_w = block_size(grid.block_rows, cols);
+  const int64_t block_h = block_size(grid.block_cols, rows);
+  const DType scale_dtype = out.scale_inv.dtype;
+  if (block_h == block_rows && block_w == block_cols) {
+    const int64_t bands = (rows + block_rows - 1) / block_rows;
+    const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+    transpose(Tensor(out.data.data, out.data.dtype, {rows, cols}),
+              Tensor(out.data_t.data, out.data.dtype, {cols, rows}));
+    transpose(Tensor(out.scale_inv.data, scale_dtype, {bands, scale_cols}),
+              Tensor(out.scale_inv_t.data, scale_dtype, {scale_cols, bands}));
+    return;
+  }
+  j.count = false;  // counts are for data only
+  const int64_t task_w = block_w > kTile ? block_w : kTile / block_w * block_w;
+  const int64_t bands = (rows + block_h - 1) / block_h;
+  const int64_t chunks = (cols + task_w - 1) / task_w;
+  TransposedTask base{};
+  base.x = x.data;
+  base.rows = rows;
+  base.cols = cols;
+  base.block_w = block_w;
+  base.data_t = out.data_t.as<uint8_t>();
+  base.scale_inv_t = out.scale_inv_t.data;
+  base.scale_cols = bands;
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
+  for (int64_t b = 0; b < bands; ++b) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      TransposedTask task = base;
+      task.band = b;
+      task.r0 = b * block_h;
+      task.h = std::min(block_h, rows - task.r0);
+      task.c0 = c * task_w;
+      task.w = std::min(task_w, cols - task.c0);
+      k.transposed(j, task);
+    }
+  }
+}
+
+// FP8 -> f32 tables from the scalar decoders.
+const std::array<float, 256>& decode_table(DType fp8) {
+  static const auto tables = [] {
+    std::array<std::array<float, 256>, 2> t;
+    for (int v = 0; v < 256; ++v) {
+      t[0][v] = e4m3_to_f32(static_cast<uint8_t>(v));
+      t[1][v] = e5m2_to_f32(static_cast<uint8_t>(v));
+    }
+    return t;
+  }();
+  return tables[fp8 == DType::e4m3 ? 0 : 1];
+}
+
+}  // namespace
+
+void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& o) {
+  const Kernels& k = pick_kernels();
+  const Job j{x.dtype == DType::bf16,
+              out.data.dtype == DType::e4m3,
+              o.overflow == Overflow::saturate,
+              !out.counts.empty(),
+              o.grid.e8m0,
+              o.power_of_two_scales,
+              static_cast<float>(dtype_info(out.data.dtype).max_finite)};
+  const int64_t rows = x.rows(), cols = x.cols();
+  const int64_t block_rows = block_size(o.grid.block_rows, rows);
+  const int64_t block_cols = block_size(o.grid.block_cols, cols);
+  Stats st;
+  if (block_rows == rows && block_cols == cols) {
+    quantize_per_tensor(k, j, x, out, o, st);
+  } else {
+    quantize_bands(k, j, x, out, block_rows, block_cols, st);
+  }
+  if (!out.data_t.empty()) quantize_transposed(k, j, x, out, o.grid);
+  if (!out.amax.empty()) out.amax.as<float>()[0] = amax_value(st.amax_bits);
+  if (!out.counts.empty()) {
+    out.counts.as<int32_t>()[0] = static_cast<int32_t>(std::min<uint64_t>(st.saturated, INT32_MAX));
+    out.counts.as<int32_t>()[1] = static_cast<int32_t>(std::min<uint64_t>(st.flushed, INT32_MAX));
+  }
+}
+
+void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, const Tensor& y) {
+  const int64_t rows = data.rows(), cols = data.cols();
+  const int64_t block_rows = block_size(grid.block_rows, rows);
+  const int64_t block_cols = block_size(grid.block_cols, cols);
+  const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+  const float* table = decode_table(data.dtype).data();
+  const auto* d = data.as<uint8_t>();
+  const bool to_bf16 = y.dtype == DType::bf16;
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < scale_cols; ++b) {
+      const int64_t index = r / block_rows * scale_cols + b;
+      const float s =
+          grid.e8m0 ? e8m0_to_f32(scale_inv.as<uint8_t>()[index]) : scale_inv.as<float>()[index];
+      const int64_t begin = r * cols + b * block_cols;
+      const int64_t end = r * cols + std::min(cols, (b + 1) * block_cols);
+      if (to_bf16) {
+        auto* out = y.as<uint16_t>();
+        for (int64_t i = begin; i < end; ++i) out[i] = f32_to_bf16(table[d[i]] * s);
+      } else {
+        auto* out = y.as<float>();
+        for (int64_t i = begin; i < end; ++i) out[i] = table[d[i]] * s;
+      }
+    }
+  }
+}
+
+}  // namespace octet::kernels::cpu

@@ -1,0 +1,94 @@
+// kernels/quantize.cpp: validation of quantize/dequantize and dispatch by device.
+#include "kernels/quantize.h"
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace octet::kernels {
+namespace {
+
+int64_t blocks(int64_t n, int64_t block) {
+  return block == 0 ? 1 : (n + block - 1) / block;
+}
+
+void check_scales(const char* op, const char* name, const Tensor& s, int64_t rows, int64_t cols,
+                  ScaleGrid grid, Device device) {
+  const Shape want = scale_grid_shape(rows, cols, grid);
+  const DType dtype = grid.e8m0 ? DType::e8m0 : DType::f32;
+  OCTET_CHECK(s.dtype == dtype && s.numel() == want.numel() && s.device == device, op, name,
+              " must be ", dtype_name(dtype), want.str(), " on ", device_name(device), ", got ",
+              s.str());
+}
+
+void check_grid(const char* op, ScaleGrid grid) {
+  OCTET_CHECK(grid.block_rows >= 0 && grid.block_cols >= 0, op, "scale grid blocks must be >= 0");
+  OCTET_CHECK(!grid.e8m0 || (grid.block_rows == 1 && grid.block_cols > 0), op,
+              "E8M0 scales are per 1xN block (MX), got a ", grid.block_rows, "x", grid.block_cols,
+              " grid");
+}
+
+}  // namespace
+
+Shape scale_grid_shape(int64_t rows, int64_t cols, ScaleGrid grid) {
+  return Shape{blocks(rows, grid.block_rows), blocks(cols, grid.block_cols)};
+}
+
+void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& o) {
+  constexpr const char* op = "quantize";
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_grid(op, o.grid);
+  OCTET_CHECK(x.dtype == DType::f32 || x.dtype == DType::bf16, op,
+              "the input must be f32 or bf16, got ", x.str());
+  OCTET_CHECK(is_fp8(out.data.dtype) && out.data.rows() == rows && out.data.cols() == cols &&
+                  out.data.device == x.device,
+              op, "data must be e4m3 or e5m2 [", rows, ", ", cols, "] on ", device_name(x.device),
+              ", got ", out.data.str());
+  check_scales(op, "scale_inv", out.scale_inv, rows, cols, o.grid, x.device);
+  if (!out.data_t.empty()) {
+    OCTET_CHECK(out.data_t.dtype == out.data.dtype && out.data_t.rows() == cols &&
+                    out.data_t.cols() == rows && out.data_t.device == x.device,
+                op, "data_t must be ", dtype_name(out.data.dtype), "[", cols, ", ", rows, "], got ",
+                out.data_t.str());
+    check_scales(op, "scale_inv_t", out.scale_inv_t, cols, rows, o.grid, x.device);
+  }
+  if (!out.amax.empty()) {
+    OCTET_CHECK(
+        out.amax.dtype == DType::f32 && out.amax.numel() == 1 && out.amax.device == x.device, op,
+        "amax must be f32[1] on ", device_name(x.device), ", got ", out.amax.str());
+  }
+  if (!out.counts.empty()) {
+    OCTET_CHECK(
+        out.counts.dtype == DType::i32 && out.counts.numel() == 2 && out.counts.device == x.device,
+        op, "counts must be i32[2] on ", device_name(x.device), ", got ", out.counts.str());
+  }
+  if (!o.given_scale.empty()) {
+    OCTET_CHECK(o.grid.block_rows == 0 && o.grid.block_cols == 0 && !o.grid.e8m0, op,
+                "a given scale (delayed scaling) is per tensor; the grid must be {0, 0}");
+    OCTET_CHECK(o.given_scale.dtype == DType::f32 && o.given_scale.numel() == 1 &&
+                    o.given_scale.device == x.device,
+                op, "given_scale must be f32[1] on ", device_name(x.device), ", got ",
+                o.given_scale.str());
+  }
+  OCTET_CHECK(!(o.power_of_two_scales && o.grid.e8m0), op,
+              "power_of_two_scales applies to f32 scales; E8M0 scales are powers of two already");
+  if (x.numel() == 0) return;
+  if (x.device.is_cpu()) return cpu::quantize(x, out, o);
+  require_cuda(op, x);
+  OCTET_CUDA_RETURN(op, quantize, x, out, o);
+}
+
+void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, const Tensor& y) {
+  constexpr const char* op = "dequantize";
+  check_grid(op, grid);
+  OCTET_CHECK(is_fp8(data.dtype), op, "data must be e4m3 or e5m2, got ", data.str());
+  OCTET_CHECK((y.dtype == DType::f32 || y.dtype == DType::bf16) && y.rows() == data.rows() &&
+                  y.cols() == data.cols() && y.device == data.device,
+              op, "y must be f32 or bf16 shaped like ", data.str(), ", got ", y.str());
+  check_scales(op, "scale_inv", scale_inv, data.rows(), data.cols(), grid, data.device);
+  if (data.numel() == 0) return;
+  if (data.device.is_cpu()) return cpu::dequantize(data, scale_inv, grid, y);
+  require_cuda(op, data);
+  OCTET_CUDA_RETURN(op, dequantize, data, scale_inv, grid, y);
+}
+
+}  // namespace octet::kernels

@@ -1,0 +1,250 @@
+// nn/linear.cpp: the linear layer's forward and backward under each precision policy.
+#include "nn/linear.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "fp8/gemm.h"
+#include "kernels/bias.h"
+#include "kernels/gemm.h"
+
+namespace octet::nn {
+namespace {
+
+constexpr const char* kOp = "linear";
+constexpr int kSlotX = 0, kSlotW = 1, kSlotDy = 2;
+
+bool same_matrix(const Tensor& t, DType dtype, int64_t rows, int64_t cols, Device device) {
+  return !t.empty() && t.dtype == dtype && t.shape.rank() == 2 && t.shape[0] == rows &&
+         t.shape[1] == cols && t.device == device;
+}
+
+bool same_vector(const Tensor& t, DType dtype, int64_t n, Device device) {
+  return !t.empty() && t.dtype == dtype && t.numel() == n && t.device == device;
+}
+
+// A placeholder operand for workspace queries, which validate shapes but read no data.
+Tensor shape_only(DType dtype, int64_t rows, int64_t cols, Device device) {
+  return Tensor(nullptr, dtype, {rows, cols}, device);
+}
+
+// The whole workspace as u8; empty when no GEMM needs one.
+Tensor workspace_view(const Buffer& b) {
+  return b.bytes() == 0 ? Tensor() : b.view(DType::u8, {static_cast<int64_t>(b.bytes())});
+}
+
+// Every activation/gradient is seen as the [rows, cols] matrix its leading dimensions flatten to.
+Tensor as_matrix(const Tensor& t) {
+  return t.reshaped({t.rows(), t.cols()});
+}
+
+}  // namespace
+
+Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, int first_slot)
+    : config_(config), first_slot_(first_slot) {
+  const int64_t in = config.in_features, out = config.out_features, tokens = config.max_tokens;
+  OCTET_CHECK(in > 0 && out > 0, kOp, "in_features and out_features must be positive, got ", in,
+              " and ", out);
+  OCTET_CHECK(tokens > 0, kOp, "max_tokens must be positive, got ", tokens);
+  const Device device = config.device;
+  const DType dt = dtype();
+
+  size_t workspace_bytes = 0;
+  if (config.precision == Precision::fp8) {
+    OCTET_CHECK(in % 16 == 0, kOp, "in_features=", in,
+                " must be a multiple of 16 for FP8 GEMMs (forward's K); pad it or run this "
+                "layer in bf16");
+    OCTET_CHECK(out % 16 == 0, kOp, "out_features=", out,
+                " must be a multiple of 16 for FP8 GEMMs (dgrad's K); pad it or run this layer "
+                "in bf16");
+    OCTET_CHECK(tokens >= 16, kOp, "max_tokens=", tokens,
+                " must be at least 16 under fp8 (T is a multiple of 16, wgrad's K)");
+    const fp8::Recipe& recipe = config.recipe;
+    if (recipe.mode == fp8::ScalingMode::tensor_delayed) {
+      if (delayed == nullptr) {
+        own_delayed_ = std::make_unique<fp8::DelayedScalingState>(
+            device, recipe.delayed,
+            std::vector<DType>{recipe.format(fp8::Role::activation),
+                               recipe.format(fp8::Role::weight),
+                               recipe.format(fp8::Role::gradient)});
+        delayed_ = own_delayed_.get();
+        first_slot_ = 0;
+      } else {
+        OCTET_CHECK(first_slot >= 0 && first_slot + 3 <= delayed->size(), kOp,
+                    "the shared delayed-scaling state has ", delayed->size(),
+                    " slots; this layer needs 3 (x, W, dY) starting at first_slot=", first_slot);
+        delayed_ = delayed;
+      }
+    }
+    qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, true);
+    qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, true);
+    qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, true);
+
+    // FP8 calls have T a multiple of 16 (wgrad's K): size for the most such rows.
+    const int64_t t16 = tokens / 16 * 16;
+    qx_.set_rows(t16);
+    qdy_.set_rows(t16);
+    const fp8::Fp8GemmOptions accumulate{1.0f, 1.0f, false, {}};
+    workspace_bytes = std::max(
+        {fp8::gemm_workspace_bytes(fp8::as_stored(qx_), fp8::as_stored(qw_),
+                                   shape_only(dt, t16, out, device), {1.0f, 0.0f, true, {}}),
+         fp8::gemm_workspace_bytes(fp8::as_stored(qdy_), fp8::as_transposed(qw_),
+                                   shape_only(dt, t16, in, device)),
+         fp8::gemm_workspace_bytes(fp8::as_transposed(qdy_), fp8::as_transposed(qx_),
+                                   shape_only(DType::f32, out, in, device), accumulate)});
+    // Zero rows: not quantized yet (stats() reports nothing for them).
+    qx_.set_rows(0);
+    qdy_.set_rows(0);
+    qw_.set_rows(0);
+  } else {
+    kernels::GemmOptions forward, dgrad, wgrad;
+    dgrad.trans_b = false;
+    wgrad.trans_a = true;
+    wgrad.trans_b = false;
+    wgrad.beta = 1.0f;
+    workspace_bytes =
+        std::max({kernels::gemm_workspace_bytes(shape_only(dt, tokens, in, device),
+                                                shape_only(dt, out, in, device),
+                                                shape_only(dt, tokens, out, device), forward),
+                  kernels::gemm_workspace_bytes(shape_only(dt, tokens, out, device),
+                                                shape_only(dt, out, in, device),
+                                                shape_only(dt, tokens, in, device), dgrad),
+                  kernels::gemm_workspace_bytes(shape_only(dt, tokens, out, device),
+                                                shape_only(dt, tokens, in, device),
+                                                shape_only(DType::f32, out, in, device), wgrad)});
+  }
+  workspace_ = Buffer(device, workspace_bytes);
+}
+
+void Linear::bind(const Tensor& weight, const Tensor& bias, const Tensor& weight_grad,
+                  const Tensor& bias_grad) {
+  const int64_t in = config_.in_features, out = config_.out_features;
+  const Device device = config_.device;
+  OCTET_CHECK(same_matrix(weight, dtype(), out, in, device), kOp, "bind: weight must be ",
+              dtype_name(dtype()), "[", out, ", ", in, "] on ", device_name(device), ", got ",
+              weight.str());
+  OCTET_CHECK(same_matrix(weight_grad, DType::f32, out, in, device), kOp,
+              "bind: weight_grad must be f32[", out, ", ", in, "] on ", device_name(device),
+              ", got ", weight_grad.str());
+  if (config_.bias) {
+    OCTET_CHECK(same_vector(bias, dtype(), out, device), kOp, "bind: bias must be ",
+                dtype_name(dtype()), "[", out, "] on ", device_name(device), ", got ", bias.str());
+    OCTET_CHECK(same_vector(bias_grad, DType::f32, out, device), kOp,
+                "bind: bias_grad must be f32[", out, "] on ", device_name(device), ", got ",
+                bias_grad.str());
+  } else {
+    OCTET_CHECK(bias.empty() && bias_grad.empty(), kOp,
+                "bind: this layer was configured without a bias; pass empty bias tensors");
+  }
+  weight_ = weight;
+  bias_ = bias;
+  weight_grad_ = weight_grad;
+  bias_grad_ = bias_grad;
+  weight_fresh_ = false;
+  tokens_ = 0;
+  saved_x_ = Tensor();
+}
+
+void Linear::check_input(const char* op, const Tensor& t, int64_t cols) const {
+  OCTET_CHECK(!t.empty() && t.dtype == dtype() && t.shape.rank() >= 1 && t.cols() == cols &&
+                  t.device == config_.device,
+              kOp, op, " must be ", dtype_name(dtype()), "[T, ", cols, "] on ",
+              device_name(config_.device), ", got ", t.str());
+  const int64_t rows = t.rows();
+  OCTET_CHECK(rows >= 1 && rows <= config_.max_tokens, kOp, op, " has T=", rows,
+              " rows; expected 1 <= T <= max_tokens=", config_.max_tokens,
+              " (the layer's buffers were sized for it)");
+  OCTET_CHECK(config_.precision != Precision::fp8 || rows % 16 == 0, kOp, op, " has T=", rows,
+              " rows; under fp8 T must be a multiple of 16 (wgrad's K): pad the batch");
+}
+
+void Linear::forward(const Tensor& x, const Tensor& y) {
+  OCTET_CHECK(!weight_.empty(), kOp, "forward before bind(): bind the weights first");
+  check_input("forward: x", x, config_.in_features);
+  const int64_t t = x.rows();
+  OCTET_CHECK(!y.empty() && y.dtype == dtype() && y.rows() == t &&
+                  y.cols() == config_.out_features && y.device == config_.device,
+              kOp, "forward: y must be ", dtype_name(dtype()), "[", t, ", ", config_.out_features,
+              "] on ", device_name(config_.device), " (T rows like x), got ", y.str());
+  const Tensor x2 = as_matrix(x), y2 = as_matrix(y);
+  const Tensor workspace = workspace_view(workspace_);
+
+  if (config_.precision == Precision::fp8) {
+    const fp8::Recipe& recipe = config_.recipe;
+    fp8::quantize(x2, qx_, recipe, delayed_, first_slot_ + kSlotX);
+    if (!weight_fresh_) {
+      fp8::quantize(weight_, qw_, recipe, delayed_, first_slot_ + kSlotW);
+      weight_fresh_ = true;
+    }
+    fp8::Fp8GemmOptions o;
+    o.fast_accum = true;
+    o.workspace = workspace;
+    fp8::gemm(fp8::as_stored(qx_), fp8::as_stored(qw_), y2, o);
+  } else {
+    kernels::GemmOptions o;  // y = x Wᵀ: W is stored [out, in], K-major
+    o.workspace = workspace;
+    kernels::gemm(x2, weight_, y2, o);
+    saved_x_ = x2;
+  }
+  if (config_.bias) kernels::add_bias(y2, bias_);
+  tokens_ = t;
+}
+
+void Linear::backward(const Tensor& dy, const Tensor& dx) {
+  OCTET_CHECK(!weight_.empty(), kOp, "backward before bind(): bind the weights first");
+  OCTET_CHECK(tokens_ > 0, kOp, "backward before forward: run forward on this batch first");
+  check_input("backward: dy", dy, config_.out_features);
+  const int64_t t = dy.rows();
+  OCTET_CHECK(t == tokens_, kOp, "backward: dy has T=", t, " rows but the last forward had ",
+              tokens_);
+  if (!dx.empty()) {
+    OCTET_CHECK(dx.dtype == dtype() && dx.rows() == t && dx.cols() == config_.in_features &&
+                    dx.device == config_.device,
+                kOp, "backward: dx must be empty or ", dtype_name(dtype()), "[", t, ", ",
+                config_.in_features, "] on ", device_name(config_.device), ", got ", dx.str());
+  }
+  const Tensor dy2 = as_matrix(dy);
+  const Tensor workspace = workspace_view(workspace_);
+
+  if (config_.precision == Precision::fp8) {
+    fp8::quantize(dy2, qdy_, config_.recipe, delayed_, first_slot_ + kSlotDy);
+    fp8::Fp8GemmOptions o;
+    o.workspace = workspace;
+    // dx [T, in] = dy [T, out] · W [out, in]: B is Wᵀ stored [in, out] (K = out).
+    if (!dx.empty()) fp8::gemm(fp8::as_stored(qdy_), fp8::as_transposed(qw_), as_matrix(dx), o);
+    // dW [out, in] += dyᵀ [out, T] · x [T, in]: B is xᵀ stored [in, T] (K = T).
+    o.beta = 1.0f;
+    fp8::gemm(fp8::as_transposed(qdy_), fp8::as_transposed(qx_), weight_grad_, o);
+  } else {
+    kernels::GemmOptions o;
+    o.workspace = workspace;
+    o.trans_b = false;
+    if (!dx.empty()) kernels::gemm(dy2, weight_, as_matrix(dx), o);
+    o.trans_a = true;
+    o.beta = 1.0f;
+    kernels::gemm(dy2, saved_x_, weight_grad_, o);
+  }
+  if (config_.bias) kernels::bias_grad_accumulate(dy2, bias_grad_);
+}
+
+void Linear::update_scaling() {
+  if (own_delayed_) own_delayed_->update();
+}
+
+Linear::Stats Linear::stats() const {
+  Stats s;
+  if (config_.precision != Precision::fp8) return s;
+  // A tensor with zero rows was never quantized (or held nothing): it reports zeros.
+  auto read = [&](const fp8::QuantizedTensor& q, fp8::TensorStats& out) {
+    if (q.rows() == 0) return;
+    out = fp8::read_stats(q);
+    s.layer.add(out);
+  };
+  read(qx_, s.x);
+  read(qw_, s.weight);
+  read(qdy_, s.grad_output);
+  return s;
+}
+
+}  // namespace octet::nn

@@ -1,0 +1,87 @@
+// nn/linear.h: the policy-aware linear layer y = x Wᵀ (+ b): fp32, bf16, or FP8
+// GEMMs for forward, dgrad and wgrad under an FP8 recipe.
+// defines: LinearConfig, Linear
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/buffer.h"
+#include "fp8/quantized_tensor.h"
+#include "fp8/recipe.h"
+#include "fp8/scaling.h"
+#include "fp8/stats.h"
+#include "nn/precision.h"
+
+namespace octet::nn {
+
+struct LinearConfig {
+  int64_t in_features = 0;
+  int64_t out_features = 0;
+  bool bias = false;
+  int64_t max_tokens = 0;  // the most rows x may have; buffers are sized for it once
+  Precision precision = Precision::bf16;
+  fp8::Recipe recipe;  // used under Precision::fp8
+  Device device;
+};
+
+// One linear layer. The parameters and their gradients live in the model's
+// contiguous buffers (DESIGN.md, Memory): the layer is given views with bind().
+// What backward needs is kept from forward: x itself under fp32/bf16 (the caller
+// keeps it alive until backward, as the activation arena does), and under fp8 the
+// FP8 copies made in forward: x's transposed copy for wgrad and W's transposed copy
+// for dgrad, so nothing is quantized twice.
+class Linear {
+ public:
+  Linear() = default;
+  // Under tensor-delayed scaling the layer uses `delayed` slots first_slot..first_slot+2
+  // (x, W, dY) when given (a model shares one state so all scales update in one call),
+  // and makes a state of its own otherwise.
+  explicit Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed = nullptr,
+                  int first_slot = 0);
+
+  // weight [out, in] and bias [out] in the working dtype (f32 under fp32, bf16
+  // otherwise); weight_grad [out, in] and bias_grad [out] in f32. Gradients are
+  // accumulated into (+=): the optimizer zeroes them.
+  void bind(const Tensor& weight, const Tensor& bias, const Tensor& weight_grad,
+            const Tensor& bias_grad);
+
+  // y [T, out] = x [T, in] Wᵀ + b, x and y in the working dtype. Under fp8, T must be
+  // a multiple of 16 (wgrad's K) and in/out too (forward's and dgrad's K).
+  void forward(const Tensor& x, const Tensor& y);
+  // dx [T, in] = dy W (skipped when dx is empty); weight_grad += dyᵀ x; bias_grad += Σ_t dy.
+  void backward(const Tensor& dy, const Tensor& dx);
+
+  // The optimizer changed the weights: the next forward re-quantizes them (under fp8
+  // W is quantized once per step, however many micro-batches run).
+  void weights_changed() { weight_fresh_ = false; }
+  // Under tensor-delayed scaling with a state of its own: the per-step update.
+  void update_scaling();
+
+  const LinearConfig& config() const { return config_; }
+  // Statistics of the last quantization of x, W and dY (synchronises; call when reporting).
+  struct Stats {
+    fp8::TensorStats x, weight, grad_output;
+    fp8::Fp8Stats layer;  // the three accumulated
+  };
+  Stats stats() const;
+
+ private:
+  DType dtype() const { return activation_dtype(config_.precision); }
+  void check_input(const char* op, const Tensor& t, int64_t cols) const;
+
+  LinearConfig config_;
+  Tensor weight_, bias_, weight_grad_, bias_grad_;
+  Tensor saved_x_;  // fp32/bf16: the forward input, for wgrad
+  int64_t tokens_ = 0;
+
+  // fp8 only
+  fp8::QuantizedTensor qx_, qw_, qdy_;
+  std::unique_ptr<fp8::DelayedScalingState> own_delayed_;
+  fp8::DelayedScalingState* delayed_ = nullptr;
+  int first_slot_ = 0;
+  bool weight_fresh_ = false;
+  Buffer workspace_;
+};
+
+}  // namespace octet::nn

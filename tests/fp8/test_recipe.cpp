@@ -1,0 +1,258 @@
+// tests/fp8/test_recipe.cpp: recipe names, formats, grids and the scale-from-amax formulas.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/convert.h"
+#include "core/error.h"
+#include "fp8/recipe.h"
+#include "kernels/quantize.h"
+#include "testing.h"
+
+namespace octet {
+namespace {
+
+using fp8::FormatPolicy;
+using fp8::Recipe;
+using fp8::Role;
+using fp8::ScalingMode;
+using kernels::ScaleGrid;
+
+constexpr Role kRoles[] = {Role::activation, Role::weight, Role::gradient};
+const char* role_name(Role r) {
+  return r == Role::activation ? "activation" : r == Role::weight ? "weight" : "gradient";
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Recipe, EveryNameParsesToItsModeWithHybridFormatsByDefault) {
+  const std::pair<const char*, ScalingMode> names[] = {
+      {"tensor-current", ScalingMode::tensor_current},
+      {"tensor-delayed", ScalingMode::tensor_delayed},
+      {"row", ScalingMode::row},
+      {"block", ScalingMode::block},
+      {"mx", ScalingMode::mx}};
+  for (const auto& [name, mode] : names) {
+    SCOPED_TRACE(name);
+    const Recipe r = fp8::recipe_from_name(name);
+    EXPECT_EQ(r.mode, mode);
+    EXPECT_EQ(r.formats, FormatPolicy::hybrid);
+    EXPECT_FALSE(r.power_of_two_scales);
+    EXPECT_EQ(std::string(fp8::scaling_mode_name(mode)), name);
+    EXPECT_EQ(fp8::scaling_mode_from_name(name), mode);
+    EXPECT_EQ(r.str(), std::string(name) + "/hybrid");
+    EXPECT_EQ(fp8::recipe_from_name(std::string(name) + ":hybrid").formats, FormatPolicy::hybrid);
+    const Recipe e4m3 = fp8::recipe_from_name(std::string(name) + ":e4m3");
+    EXPECT_EQ(e4m3.mode, mode);
+    EXPECT_EQ(e4m3.formats, FormatPolicy::e4m3);
+    EXPECT_EQ(e4m3.str(), std::string(name) + "/e4m3");
+  }
+  Recipe pow2 = fp8::recipe_from_name("block");
+  pow2.power_of_two_scales = true;
+  EXPECT_EQ(pow2.str(), "block/hybrid/pow2");
+  // Delayed scaling starts from Transformer Engine's defaults: 1024 steps, max, margin 0.
+  const Recipe delayed = fp8::recipe_from_name("tensor-delayed");
+  EXPECT_EQ(delayed.delayed.history_len, 1024);
+  EXPECT_EQ(delayed.delayed.compute, fp8::AmaxCompute::max);
+  EXPECT_EQ(delayed.delayed.margin, 0);
+}
+
+TEST(Recipe, BadNamesAreRefusedWithTheNamesThatExist) {
+  for (const char* bad : {"", "tensor", "Row", "block-wise", "mxfp8", ":e4m3", " row", "row "}) {
+    SCOPED_TRACE(std::string("'") + bad + "'");
+    const std::string msg = error_of([&] { fp8::recipe_from_name(bad); });
+    EXPECT_EQ(msg.rfind("[recipe] unknown scaling mode", 0), 0u) << msg;
+    EXPECT_NE(msg.find("expected tensor-current, tensor-delayed, row, block or mx"),
+              std::string::npos)
+        << msg;
+  }
+  for (const char* bad : {"row:", "row:e5m2", "mx:E4M3", "block:hybrid:e4m3", "row:e4m3 "}) {
+    SCOPED_TRACE(std::string("'") + bad + "'");
+    const std::string msg = error_of([&] { fp8::recipe_from_name(bad); });
+    EXPECT_EQ(msg.rfind("[recipe] unknown format policy", 0), 0u) << msg;
+    EXPECT_NE(msg.find(std::string("in '") + bad + "'; expected hybrid or e4m3"), std::string::npos)
+        << msg;
+  }
+}
+
+TEST(Recipe, HybridQuantizesOnlyGradientsToE5M2) {
+  for (const char* name : {"tensor-current", "tensor-delayed", "row", "block", "mx"}) {
+    const Recipe hybrid = fp8::recipe_from_name(name);
+    const Recipe e4m3 = fp8::recipe_from_name(std::string(name) + ":e4m3");
+    for (Role role : kRoles) {
+      SCOPED_TRACE(std::string(name) + " " + role_name(role));
+      EXPECT_EQ(hybrid.format(role), role == Role::gradient ? DType::e5m2 : DType::e4m3);
+      EXPECT_EQ(e4m3.format(role), DType::e4m3);
+    }
+  }
+}
+
+TEST(Recipe, EachModeHasTheScaleGridOfItsDesign) {
+  // DESIGN.md: per tensor; one scale per row; 1x128 tiles for activations and gradients and
+  // 128x128 blocks for weights (DeepSeek-V3); 1x32 blocks with E8M0 scales (OCP MX).
+  const struct {
+    const char* name;
+    ScaleGrid activation, weight, gradient;
+  } expected[] = {
+      {"tensor-current", {0, 0, false}, {0, 0, false}, {0, 0, false}},
+      {"tensor-delayed", {0, 0, false}, {0, 0, false}, {0, 0, false}},
+      {"row", {1, 0, false}, {1, 0, false}, {1, 0, false}},
+      {"block", {1, 128, false}, {128, 128, false}, {1, 128, false}},
+      {"mx", {1, 32, true}, {1, 32, true}, {1, 32, true}},
+  };
+  for (const auto& e : expected) {
+    for (const char* suffix : {"", ":e4m3"}) {
+      const Recipe r = fp8::recipe_from_name(std::string(e.name) + suffix);
+      SCOPED_TRACE(r.str());
+      EXPECT_EQ(r.grid(Role::activation), e.activation);
+      EXPECT_EQ(r.grid(Role::weight), e.weight);
+      EXPECT_EQ(r.grid(Role::gradient), e.gradient);
+    }
+  }
+}
+
+// ---- kernels::scale_from_amax ----
+
+constexpr float kFp8Max[] = {448.0f, 57344.0f};  // E4M3, E5M2
+
+TEST(ScaleFromAmax, ZeroAndNonFiniteAmaxGiveOne) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float max : kFp8Max) {
+    for (float amax : {0.0f, -0.0f, std::nanf(""), inf, -inf, -3.0f}) {
+      for (int margin : {0, 2}) {
+        for (bool pow2 : {false, true}) {
+          EXPECT_EQ(kernels::scale_from_amax(amax, max, margin, pow2), 1.0f)
+              << "amax " << amax << " max " << max << " margin " << margin << " pow2 " << pow2;
+        }
+      }
+    }
+  }
+}
+
+TEST(ScaleFromAmax, ATinyAmaxGivesFltMaxNotInfinity) {
+  // 448 / 2^-149 = 2^157.8 overflows float: the scale is clamped to FLT_MAX (2^127 as a power
+  // of two), so amax * scale stays finite.
+  for (float max : kFp8Max) {
+    for (float amax : {0x1p-149f, 1e-40f, 0x1p-126f, 448.0f / FLT_MAX * 0.5f}) {
+      for (int margin : {0, 1}) {
+        SCOPED_TRACE("amax " + std::to_string(amax) + " margin " + std::to_string(margin));
+        const double exact = double{max} / amax / std::ldexp(1.0, margin);
+        if (exact <= FLT_MAX) continue;  // a borderline case that fits
+        EXPECT_EQ(kernels::scale_from_amax(amax, max, margin, false), FLT_MAX);
+        EXPECT_EQ(kernels::scale_from_amax(amax, max, margin, true), 0x1p127f);
+      }
+    }
+  }
+}
+
+// Log-uniform amaxes over 2^-100..2^100 plus the boundaries fp8_max * 2^j and their float
+// neighbours, where the power-of-two rounding changes its answer.
+std::vector<float> amaxes(float fp8_max, testing::Rng& rng) {
+  std::vector<float> v;
+  std::uniform_real_distribution<double> log2(-100.0, 100.0);
+  for (int i = 0; i < 2000; ++i) v.push_back(static_cast<float>(std::exp2(log2(rng))));
+  for (int j = -90; j <= 90; j += 7) {
+    const float edge = std::ldexp(fp8_max, j);
+    v.push_back(edge);
+    v.push_back(std::nextafter(edge, 0.0f));
+    v.push_back(std::nextafter(edge, INFINITY));
+    v.push_back(std::ldexp(1.0f, j));  // powers of two
+    v.push_back(std::nextafter(std::ldexp(1.0f, j), INFINITY));
+  }
+  return v;
+}
+
+TEST(ScaleFromAmax, IsFp8MaxOverAmaxOverTwoToTheMarginRoundedOnce) {
+  testing::Rng rng(testing::fresh_seed());
+  for (float max : kFp8Max) {
+    for (float amax : amaxes(max, rng)) {
+      for (int margin : {0, 1, 3}) {
+        const double exact = double{max} / amax / std::ldexp(1.0, margin);
+        const float scale = kernels::scale_from_amax(amax, max, margin, false);
+        // One rounding of the f32 division (the 2^-margin factor is exact for these normal
+        // scales): |scale - exact| <= 2^-24 exact.
+        ASSERT_LE(std::abs(scale - exact), 0x1p-24 * exact)
+            << "amax " << amax << " max " << max << " margin " << margin;
+      }
+    }
+  }
+}
+
+TEST(ScaleFromAmax, PowerOfTwoRoundsDownSoNothingSaturates) {
+  testing::Rng rng(testing::fresh_seed());
+  for (float max : kFp8Max) {
+    for (float amax : amaxes(max, rng)) {
+      for (int margin : {0, 1, 3}) {
+        const double exact = double{max} / amax / std::ldexp(1.0, margin);
+        const float scale = kernels::scale_from_amax(amax, max, margin, true);
+        uint32_t bits;
+        std::memcpy(&bits, &scale, 4);
+        SCOPED_TRACE("amax " + std::to_string(amax) + " max " + std::to_string(max) + " margin " +
+                     std::to_string(margin));
+        ASSERT_EQ(bits & 0x807FFFFFu, 0u) << scale << " is not a positive power of two";
+        // The largest power of two <= exact: amax * scale <= fp8_max / 2^margin.
+        ASSERT_LE(scale, exact);
+        ASSERT_GT(scale, exact / 2);
+      }
+    }
+  }
+}
+
+// ---- kernels::e8m0_scale_inv_from_amax ----
+
+// The smallest E8M0 code e (scale_inv 2^(e-127)) with amax / scale_inv <= fp8_max, by trying
+// them all in float64 (dividing by a power of two is exact there).
+int brute_force_e8m0(float amax, float fp8_max) {
+  for (int e = 0; e <= 254; ++e) {
+    if (double{amax} / std::ldexp(1.0, e - 127) <= fp8_max) return e;
+  }
+  return -1;  // unreachable: amax / 2^127 < 2
+}
+
+TEST(E8m0ScaleInvFromAmax, IsTheSmallestPowerOfTwoThatFitsAmaxIntoTheFormat) {
+  testing::Rng rng(testing::fresh_seed());
+  for (float max : kFp8Max) {
+    std::vector<float> v = amaxes(max, rng);
+    // The whole float range: subnormal amaxes, the ends of the E8M0 range and FLT_MAX.
+    std::uniform_real_distribution<double> log2(-149.0, 128.0);
+    for (int i = 0; i < 2000; ++i) v.push_back(static_cast<float>(std::exp2(log2(rng))));
+    for (float x :
+         {0x1p-149f, 0x1p-127f, 0x1p-126f, std::nextafter(0x1p-126f, 0.0f), 1.0f, max, FLT_MAX,
+          std::ldexp(max, 119), std::nextafter(std::ldexp(max, 119), INFINITY)}) {
+      v.push_back(x);
+    }
+    for (float amax : v) {
+      if (!std::isfinite(amax) || amax == 0.0f) continue;  // over- or underflowed draws
+      const int want = brute_force_e8m0(amax, max);
+      const int got = kernels::e8m0_scale_inv_from_amax(amax, max);
+      ASSERT_EQ(got, want) << "amax " << amax << " (" << std::hexfloat << amax << ") max "
+                           << std::defaultfloat << max;
+      // What it promises the quantizer: no block overflows.
+      ASSERT_LE(double{amax} / e8m0_to_f32(static_cast<uint8_t>(got)), max);
+    }
+  }
+}
+
+TEST(E8m0ScaleInvFromAmax, ZeroAndNonFiniteAmaxGiveTwoToTheZero) {
+  for (float max : kFp8Max) {
+    for (float amax : {0.0f, -0.0f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+      EXPECT_EQ(kernels::e8m0_scale_inv_from_amax(amax, max), 127) << amax;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace octet

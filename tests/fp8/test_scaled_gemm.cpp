@@ -1,0 +1,700 @@
+// tests/fp8/test_scaled_gemm.cpp: FP8 GEMMs under every scale grid vs float64, and on outliers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/convert.h"
+#include "core/error.h"
+#include "fp8/gemm.h"
+#include "fp8/quantized_tensor.h"
+#include "fp8/recipe.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/gemm.h"
+#include "testing.h"
+
+namespace octet {
+namespace {
+
+using fp8::Role;
+using kernels::GemmOptions;
+using kernels::ScaleGrid;
+using kernels::cpu::GemmImpl;
+
+constexpr ScaleGrid kTensor{0, 0, false};
+constexpr ScaleGrid kRow{1, 0, false};
+constexpr ScaleGrid kTiles{1, 128, false};
+constexpr ScaleGrid kBlocks{128, 128, false};
+constexpr ScaleGrid kMx{1, 32, true};
+
+constexpr double kU = 0x1p-24;     // unit roundoff of fp32
+constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16 (half an ulp, relative)
+double gamma(int64_t n) {
+  return n * kU / (1.0 - n * kU);
+}
+
+std::string grid_name(ScaleGrid g) {
+  if (g.e8m0) return "mx" + std::to_string(g.block_rows) + "x" + std::to_string(g.block_cols);
+  return std::to_string(g.block_rows) + "x" + std::to_string(g.block_cols);
+}
+
+// An FP8 matrix [rows, cols] on the host with its scale_inv on `grid`: the stored bytes
+// and their exact values.
+struct ScaledOperand {
+  DType dtype = DType::e4m3;
+  int64_t rows = 0, cols = 0;
+  ScaleGrid grid;
+  std::vector<uint8_t> codes;
+  std::vector<uint8_t> scale_bytes;  // as stored: f32 bytes, or E8M0 codes
+  std::vector<double> values;        // decoded codes
+  std::vector<double> scales;        // scale_inv of each grid cell
+
+  double scale_at(int64_t r, int64_t c) const {
+    const int64_t br = grid.block_rows == 0 ? rows : grid.block_rows;
+    const int64_t bc = grid.block_cols == 0 ? cols : grid.block_cols;
+    const int64_t grid_cols = (cols + bc - 1) / bc;
+    return scales[(r / br) * grid_cols + c / bc];
+  }
+};
+
+// Any finite FP8 code (subnormals, ±max and -0 included), and positive scale_inv values:
+// f32 log-uniform over 2^-10..2^6 (almost never powers of two, so the products of
+// scales round), E8M0 codes 127 +- 8.
+ScaledOperand random_operand(DType dtype, int64_t rows, int64_t cols, ScaleGrid grid,
+                             testing::Rng& rng) {
+  ScaledOperand op;
+  op.dtype = dtype;
+  op.rows = rows;
+  op.cols = cols;
+  op.grid = grid;
+  op.codes.resize(static_cast<size_t>(rows * cols));
+  op.values.resize(op.codes.size());
+  for (size_t i = 0; i < op.codes.size(); ++i) {
+    uint8_t code;
+    do code = static_cast<uint8_t>(rng());
+    while (!std::isfinite(fp8_to_f32(code, dtype)));
+    op.codes[i] = code;
+    op.values[i] = fp8_to_f32(code, dtype);
+  }
+  const int64_t cells = kernels::scale_grid_shape(rows, cols, grid).numel();
+  std::uniform_int_distribution<int> e8m0_code(127 - 8, 127 + 8);
+  std::uniform_real_distribution<double> log2_scale(-10.0, 6.0);
+  for (int64_t i = 0; i < cells; ++i) {
+    if (grid.e8m0) {
+      const auto e = static_cast<uint8_t>(e8m0_code(rng));
+      op.scale_bytes.push_back(e);
+      op.scales.push_back(e8m0_to_f32(e));
+    } else {
+      const auto s = static_cast<float>(std::exp2(log2_scale(rng)));
+      uint8_t bytes[4];
+      std::memcpy(bytes, &s, 4);
+      op.scale_bytes.insert(op.scale_bytes.end(), bytes, bytes + 4);
+      op.scales.push_back(s);
+    }
+  }
+  return op;
+}
+
+// C before the GEMM (read when beta != 0): f32 or bf16 values in [-64, 64).
+struct HostC {
+  DType dtype;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<double> values;
+};
+
+double decode_c(DType dtype, const uint8_t* p) {
+  if (dtype == DType::f32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_f32(h);
+}
+
+HostC random_c(DType dtype, int64_t rows, int64_t cols, testing::Rng& rng) {
+  HostC c{dtype, rows, cols, std::vector<uint8_t>(rows * cols * dtype_size(dtype)), {}};
+  std::uniform_real_distribution<float> uniform(-64.0f, 64.0f);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float f = uniform(rng);
+    if (dtype == DType::f32) {
+      std::memcpy(&c.bytes[i * 4], &f, 4);
+    } else {
+      const uint16_t h = f32_to_bf16(f);
+      std::memcpy(&c.bytes[i * 2], &h, 2);
+    }
+    c.values.push_back(decode_c(dtype, &c.bytes[i * dtype_size(dtype)]));
+  }
+  return c;
+}
+
+// C [M, N] = alpha * A [M, K] · B [N, K]ᵀ with A's and B's scales + beta * C0.
+struct ScaledGemm {
+  ScaledOperand a, b;
+  HostC c0;
+  float alpha = 1.0f, beta = 0.0f;
+  std::string describe() const {
+    return std::string(dtype_name(a.dtype)) + "x" + dtype_name(b.dtype) + "->" +
+           dtype_name(c0.dtype) + " grids " + grid_name(a.grid) + " x " + grid_name(b.grid) +
+           " m=" + std::to_string(a.rows) + " n=" + std::to_string(b.rows) +
+           " k=" + std::to_string(a.cols) + " alpha=" + std::to_string(alpha) +
+           " beta=" + std::to_string(beta);
+  }
+};
+
+struct Expected {
+  std::vector<double> value, bound;
+};
+
+// value * scale_inv of each element of op.
+std::vector<double> scaled_values(const ScaledOperand& op) {
+  std::vector<double> v(op.values.size());
+  for (int64_t r = 0; r < op.rows; ++r) {
+    for (int64_t c = 0; c < op.cols; ++c)
+      v[r * op.cols + c] = op.scale_at(r, c) * op.values[r * op.cols + c];
+  }
+  return v;
+}
+
+// The exact result, element by element as kernels/gemm.h defines it:
+//   C[i,j] = alpha * sum_k sa(i,k) sb(j,k) a_ik b_jk + beta * C0[i,j]
+// with sa(i,k) the scale_inv of the grid cell holding (i,k) (the same as summing per K slice
+// since the slices of A and B coincide). Each float64 term rounds by 2^-53 at most (the two
+// f32 scales carry 24 bits each, the FP8 values 4 and 3); with the float64 sum that is
+// ~(K + 3) 2^-53 of sum |term|, 2^-29 of the bound below, so the reference counts as exact.
+//
+// Tolerance, u = 2^-24, gamma_n = n u / (1 - n u) (Higham (3.5)). The GEMM splits K into
+// S slices of at most L columns (L = K and S = 1 for per-tensor and per-row grids).
+// Products of FP8 values are exact in fp32 (4 + 4 significant bits; the smallest,
+// 2^-9 * 2^-16, is normal) so each slice's fp32 sum p_s of at most L products errs by
+// gamma_L * sum_{k in s} |a b|; the scale product sa * sb (1 rounding) and its product with
+// p_s (1) make gamma_{L+2}; adding the S slice terms (S - 1 roundings) makes gamma_{L+S+1};
+// alpha * acc (1), beta * C0 (1) and their sum (1) make gamma_{L+S+4}, applied to
+// |alpha| sum_k |sa sb a b| + |beta C0|. (Per tensor the CPU folds sa * sb into alpha:
+// alpha * (sa * sb) rounds twice, L = K, S = 1: gamma_{K+5}, the same.) A bf16 C rounds once
+// more, by at most 2^-8 of its magnitude.
+Expected reference(const ScaledGemm& g) {
+  const int64_t m = g.a.rows, n = g.b.rows, k = g.a.cols;
+  const int64_t slice = g.a.grid.block_cols == 0 ? k : std::min(g.a.grid.block_cols, k);
+  const int64_t slices = (k + slice - 1) / slice;
+  const double gam = gamma(slice + slices + 4);
+  // sa(i,k) a_ik and sb(j,k) b_jk are exact in float64 (24 + 4 bits).
+  const std::vector<double> sa_a = scaled_values(g.a), sb_b = scaled_values(g.b);
+  Expected e{std::vector<double>(m * n), std::vector<double>(m * n)};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      const double* x = &sa_a[i * k];
+      const double* y = &sb_b[j * k];
+      double sum = 0.0, sum_abs = 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double t = x[kk] * y[kk];
+        sum += t;
+        sum_abs += std::abs(t);
+      }
+      const double c0 = g.beta == 0.0f ? 0.0 : double{g.beta} * g.c0.values[i * n + j];
+      const double value = double{g.alpha} * sum + c0;
+      double bound = gam * (std::abs(double{g.alpha}) * sum_abs + std::abs(c0));
+      if (g.c0.dtype == DType::bf16) bound += kUBf16 * (std::abs(value) + bound);
+      e.value[i * n + j] = value;
+      e.bound[i * n + j] = bound;
+    }
+  }
+  return e;
+}
+
+// Asserts |C - exact| <= bound everywhere; reports the worst element.
+void expect_within_bound(const std::vector<double>& got, const Expected& e,
+                         const std::string& what) {
+  ASSERT_EQ(got.size(), e.value.size()) << what;
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - e.value[i]);
+    const double ratio = std::isnan(err) ? INFINITY : err / std::max(e.bound[i], 1e-300);
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << ": element " << worst << " is " << got[worst] << ", exact "
+                              << e.value[worst] << ", bound " << e.bound[worst];
+}
+
+Tensor upload(Device device, Buffer& buf, DType dtype, Shape shape, const void* host,
+              size_t bytes) {
+  buf = Buffer(device, std::max<size_t>(bytes, 1));
+  copy_bytes(buf.data(), device, host, Device::cpu(), bytes);
+  return buf.view(dtype, shape);
+}
+
+// C on `device` holding c0; `run` computes into it (given C), then C comes back decoded.
+std::vector<double> run_into_c(Device device, const HostC& c0,
+                               const std::function<void(const Tensor&)>& run) {
+  Buffer c_buf;
+  const Tensor c =
+      upload(device, c_buf, c0.dtype, {c0.rows, c0.cols}, c0.bytes.data(), c0.bytes.size());
+  run(c);
+  std::vector<uint8_t> bytes(c0.bytes.size());
+  copy_bytes(bytes.data(), Device::cpu(), c.data, device, bytes.size());
+  std::vector<double> out(static_cast<size_t>(c0.rows * c0.cols));
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = decode_c(c0.dtype, &bytes[i * dtype_size(c0.dtype)]);
+  return out;
+}
+
+// kernels::gemm on `device` with both operands and scale_inv tensors uploaded there.
+std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g) {
+  Buffer a_buf, b_buf, sa_buf, sb_buf, workspace;
+  const Tensor a =
+      upload(device, a_buf, g.a.dtype, {g.a.rows, g.a.cols}, g.a.codes.data(), g.a.codes.size());
+  const Tensor b =
+      upload(device, b_buf, g.b.dtype, {g.b.rows, g.b.cols}, g.b.codes.data(), g.b.codes.size());
+  GemmOptions o;
+  o.alpha = g.alpha;
+  o.beta = g.beta;
+  o.a_grid = g.a.grid;
+  o.b_grid = g.b.grid;
+  o.a_scale_inv = upload(device, sa_buf, g.a.grid.e8m0 ? DType::e8m0 : DType::f32,
+                         kernels::scale_grid_shape(g.a.rows, g.a.cols, g.a.grid),
+                         g.a.scale_bytes.data(), g.a.scale_bytes.size());
+  o.b_scale_inv = upload(device, sb_buf, g.b.grid.e8m0 ? DType::e8m0 : DType::f32,
+                         kernels::scale_grid_shape(g.b.rows, g.b.cols, g.b.grid),
+                         g.b.scale_bytes.data(), g.b.scale_bytes.size());
+  return run_into_c(device, g.c0, [&](const Tensor& c) {
+    const size_t bytes = kernels::gemm_workspace_bytes(a, b, c, o);
+    if (bytes > 0) {
+      workspace = Buffer(device, bytes);
+      o.workspace = workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+    }
+    kernels::gemm(a, b, c, o);
+  });
+}
+
+// The CPU runs every case on each engine (the reference always, oneDNN where built).
+class EngineGuard {
+ public:
+  EngineGuard() : saved_(kernels::cpu::gemm_impl()) {}
+  ~EngineGuard() { kernels::cpu::set_gemm_impl(saved_); }
+
+ private:
+  GemmImpl saved_;
+};
+
+void for_each_engine(Device device, const std::function<void(const char*)>& body) {
+  if (!device.is_cpu()) return body("device");
+  EngineGuard guard;
+  std::vector<GemmImpl> engines{GemmImpl::reference};
+  if (kernels::cpu::onednn_available()) engines.push_back(GemmImpl::onednn);
+  for (GemmImpl e : engines) {
+    kernels::cpu::set_gemm_impl(e);
+    body(kernels::cpu::gemm_impl_name(e));
+  }
+}
+
+struct Dims {
+  int64_t m, n, k;
+};
+// K a multiple of 16 but not of 128 (nor of 32 for 144 and 272: ragged last tiles, blocks and
+// MX blocks), M above and N below one 128-row block, a single element, and an aligned square
+// whose B spans two 128-row blocks.
+constexpr Dims kShapes[] = {{37, 53, 144}, {130, 67, 272}, {1, 1, 16}, {256, 256, 256}};
+constexpr std::pair<DType, DType> kFormatPairs[] = {
+    {DType::e4m3, DType::e4m3}, {DType::e4m3, DType::e5m2}, {DType::e5m2, DType::e4m3}};
+constexpr float kAlphaBeta[][2] = {{1.0f, 0.0f}, {-0.5f, 0.25f}, {1.5f, 1.0f}};
+
+class ScaledGemmOnDevice : public ::testing::TestWithParam<Device> {};
+
+TEST_P(ScaledGemmOnDevice, EveryScaleGridMatchesFloat64WithinGammaOfTheSlices) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  // (A grid, B grid): per tensor; per row; row x tensor; activation tiles x weight blocks
+  // (forward, dgrad); tiles x tiles (wgrad: dYᵀ and Xᵀ are both 1x128-tiled); MX.
+  const std::pair<ScaleGrid, ScaleGrid> grids[] = {{kTensor, kTensor}, {kRow, kRow},
+                                                   {kRow, kTensor},    {kTiles, kBlocks},
+                                                   {kTiles, kTiles},   {kMx, kMx}};
+  int variant = 0;
+  for (const auto& [ga, gb] : grids) {
+    for (const Dims& s : kShapes) {
+      // Four consecutive variants per grid pair: each pair meets all three format pairs, both
+      // C dtypes and all three (alpha, beta) (v % 3, v / 3 % 2 and (v + v / 4) % 3).
+      const auto [da, db] = kFormatPairs[variant % 3];
+      const DType c = variant / 3 % 2 == 0 ? DType::f32 : DType::bf16;
+      const float* ab = kAlphaBeta[(variant + variant / 4) % 3];
+      ++variant;
+      ScaledGemm g{random_operand(da, s.m, s.k, ga, rng), random_operand(db, s.n, s.k, gb, rng),
+                   random_c(c, s.m, s.n, rng), ab[0], ab[1]};
+      const Expected e = reference(g);
+      for_each_engine(device, [&](const char* engine) {
+        expect_within_bound(run_kernel_gemm(device, g), e, g.describe() + " engine=" + engine);
+      });
+    }
+  }
+}
+
+// One operand of an FP8 linear layer, quantized tensor filled with random codes and scales
+// (data and its transposed copy independently: the GEMM reads only what it is given).
+struct LayerOperand {
+  fp8::QuantizedTensor q;
+  ScaledOperand data, data_t;
+};
+
+void fill(Device device, const Tensor& data, const Tensor& scale_inv, const ScaledOperand& h) {
+  ASSERT_EQ(data.nbytes(), h.codes.size());
+  ASSERT_EQ(scale_inv.nbytes(), h.scale_bytes.size());
+  copy_bytes(data.data, device, h.codes.data(), Device::cpu(), h.codes.size());
+  copy_bytes(scale_inv.data, device, h.scale_bytes.data(), Device::cpu(), h.scale_bytes.size());
+}
+
+LayerOperand layer_operand(Device device, int64_t rows, int64_t cols, const fp8::Recipe& recipe,
+                           Role role, testing::Rng& rng) {
+  LayerOperand op{fp8::QuantizedTensor(device, rows, cols, recipe, role, true), {}, {}};
+  op.data = random_operand(op.q.format(), rows, cols, op.q.grid(), rng);
+  op.data_t = random_operand(op.q.format(), cols, rows, op.q.grid(), rng);
+  fill(device, op.q.data, op.q.scale_inv, op.data);
+  fill(device, op.q.data_t, op.q.scale_inv_t, op.data_t);
+  return op;
+}
+
+TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThreeLayerGemms) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  // A linear layer Y = X Wᵀ with T tokens: X [T, Kin], W [Nout, Kin], dY [T, Nout], all
+  // dimensions multiples of 16 but not of 128 (nor 32 for 144 and 272).
+  const int64_t t = 144, k_in = 272, n_out = 80;
+  // (tensor-delayed has tensor-current's grids; it differs only in how quantize scales.)
+  for (const char* name : {"tensor-current", "row", "block", "mx", "mx:e4m3"}) {
+    const fp8::Recipe recipe = fp8::recipe_from_name(name);
+    LayerOperand x = layer_operand(device, t, k_in, recipe, Role::activation, rng);
+    LayerOperand w = layer_operand(device, n_out, k_in, recipe, Role::weight, rng);
+    LayerOperand dy = layer_operand(device, t, n_out, recipe, Role::gradient, rng);
+    struct LayerGemm {
+      const char* what;
+      fp8::Fp8Operand a, b;
+      const ScaledOperand *ha, *hb;
+      DType c;
+      float alpha, beta;
+    };
+    const LayerGemm gemms[] = {
+        // forward Y = X Wᵀ: both as stored; bf16 out as the forward pass writes it
+        {"forward", fp8::as_stored(x.q), fp8::as_stored(w.q), &x.data, &w.data, DType::bf16, 1.0f,
+         0.0f},
+        // dgrad dX = dY W: W's transposed copy [Kin, Nout]
+        {"dgrad", fp8::as_stored(dy.q), fp8::as_transposed(w.q), &dy.data, &w.data_t, DType::bf16,
+         1.0f, 0.0f},
+        // wgrad dW += dYᵀ X: both transposed copies, accumulating into an f32 gradient
+        {"wgrad", fp8::as_transposed(dy.q), fp8::as_transposed(x.q), &dy.data_t, &x.data_t,
+         DType::f32, 0.5f, 1.0f},
+    };
+    for (const LayerGemm& lg : gemms) {
+      ScaledGemm g{*lg.ha, *lg.hb, random_c(lg.c, lg.ha->rows, lg.hb->rows, rng), lg.alpha,
+                   lg.beta};
+      const Expected e = reference(g);
+      fp8::Fp8GemmOptions o;
+      o.alpha = lg.alpha;
+      o.beta = lg.beta;
+      for_each_engine(device, [&](const char* engine) {
+        Buffer workspace;
+        const std::vector<double> got = run_into_c(device, g.c0, [&](const Tensor& c) {
+          const size_t bytes = fp8::gemm_workspace_bytes(lg.a, lg.b, c, o);
+          fp8::Fp8GemmOptions with = o;
+          if (bytes > 0) {
+            workspace = Buffer(device, bytes);
+            with.workspace = workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+          }
+          fp8::gemm(lg.a, lg.b, c, with);
+        });
+        expect_within_bound(
+            got, e, std::string(name) + " " + lg.what + " " + g.describe() + " engine=" + engine);
+      });
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, ScaledGemmOnDevice, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+// ---- refusals (validation runs before dispatch, so the CPU shows them for every device) ----
+
+void expect_gemm_error(const std::function<void()>& fn, const std::string& prefix,
+                       const std::string& part) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected octet::Error containing '" << part << "'";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(prefix, 0), 0u) << msg;
+    EXPECT_NE(msg.find(part), std::string::npos) << msg;
+  }
+}
+
+// Zeroed FP8 operands A [m, k], B [n, k], C f32 [m, n] and scales for any grid.
+struct Scratch {
+  std::vector<Buffer> buffers;
+  Tensor make(DType dtype, Shape shape) {
+    buffers.emplace_back(Device::cpu(), std::max<size_t>(shape.numel() * dtype_size(dtype), 1));
+    std::memset(buffers.back().data(), 0, buffers.back().bytes());
+    return buffers.back().view(dtype, shape);
+  }
+  Tensor scales(int64_t rows, int64_t cols, ScaleGrid g) {
+    return make(g.e8m0 ? DType::e8m0 : DType::f32, kernels::scale_grid_shape(rows, cols, g));
+  }
+};
+
+TEST(ScaledGemmArguments, GridsThatSplitKDifferentlyAreRefused) {
+  const int64_t m = 4, n = 5, k = 288;
+  Scratch s;
+  const Tensor a = s.make(DType::e4m3, {m, k}), b = s.make(DType::e4m3, {n, k});
+  const Tensor c = s.make(DType::f32, {m, n});
+  // (A, B): 128 vs 32 columns, 32 vs 128, 128 vs 64, and 128-column tiles against a grid
+  // that keeps K whole (one slice of 288).
+  const std::pair<ScaleGrid, ScaleGrid> mismatched[] = {
+      {kTiles, kMx}, {kMx, kTiles}, {kTiles, ScaleGrid{1, 64, false}}, {kTiles, kRow}};
+  for (const auto& [ga, gb] : mismatched) {
+    GemmOptions o;
+    o.a_grid = ga;
+    o.b_grid = gb;
+    o.a_scale_inv = s.scales(m, k, ga);
+    o.b_scale_inv = s.scales(n, k, gb);
+    o.workspace = s.make(DType::u8, {1 << 20});
+    SCOPED_TRACE(grid_name(ga) + " x " + grid_name(gb));
+    expect_gemm_error([&] { kernels::gemm(a, b, c, o); }, "[gemm] ", "split K differently");
+    expect_gemm_error([&] { kernels::gemm_workspace_bytes(a, b, c, o); }, "[gemm] ",
+                      "split K differently");
+  }
+}
+
+TEST(ScaledGemmArguments, AScaleTensorOfTheWrongShapeOrDtypeIsRefused) {
+  const int64_t m = 130, n = 67, k = 272;
+  Scratch s;
+  const Tensor a = s.make(DType::e4m3, {m, k}), b = s.make(DType::e5m2, {n, k});
+  const Tensor c = s.make(DType::bf16, {m, n});
+  struct Bad {
+    const char* what;
+    ScaleGrid ga, gb;
+    Tensor sa, sb;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {"row scales for one row too many", kRow, kRow, s.make(DType::f32, {m + 1, 1}),
+       s.scales(n, k, kRow), "the scale_inv of A must be f32[130, 1]"},
+      {"tile scales missing the ragged last tile", kTiles, kBlocks, s.make(DType::f32, {m, 2}),
+       s.scales(n, k, kBlocks), "the scale_inv of A must be f32[130, 3]"},
+      {"block scales per 128x128 of B counted as tiles", kTiles, kBlocks, s.scales(m, k, kTiles),
+       s.make(DType::f32, {n, 3}), "the scale_inv of B must be f32[1, 3]"},
+      {"MX scales as f32", kMx, kMx, s.make(DType::f32, {m, 9}), s.scales(n, k, kMx),
+       "the scale_inv of A must be e8m0[130, 9]"},
+      {"f32 grid given E8M0 scales", kTiles, kTiles, s.scales(m, k, kTiles),
+       s.make(DType::e8m0, {n, 3}), "the scale_inv of B must be f32[67, 3]"},
+      {"a per-tensor scale of two elements", kTensor, kTensor, s.make(DType::f32, {2}),
+       s.scales(n, k, kTensor), "the scale_inv of A must be f32[1, 1]"},
+      {"a grid without scales", kTiles, kTiles, Tensor{}, s.scales(n, k, kTiles),
+       "the scale grid of A is not per tensor but no scale_inv was given"},
+  };
+  for (const Bad& bad : cases) {
+    GemmOptions o;
+    o.a_grid = bad.ga;
+    o.b_grid = bad.gb;
+    o.a_scale_inv = bad.sa;
+    o.b_scale_inv = bad.sb;
+    o.workspace = s.make(DType::u8, {1 << 20});
+    SCOPED_TRACE(bad.what);
+    expect_gemm_error([&] { kernels::gemm(a, b, c, o); }, "[gemm] ", bad.message);
+  }
+}
+
+TEST(ScaledGemmArguments, E5M2TimesE5M2IsRefusedUnderEveryGrid) {
+  Scratch s;
+  const int64_t m = 3, n = 2, k = 64;
+  const Tensor a = s.make(DType::e5m2, {m, k}), b = s.make(DType::e5m2, {n, k});
+  const Tensor c = s.make(DType::f32, {m, n});
+  for (ScaleGrid g : {kTensor, kRow, kTiles, kMx}) {
+    GemmOptions o;
+    o.a_grid = o.b_grid = g;
+    o.a_scale_inv = s.scales(m, k, g);
+    o.b_scale_inv = s.scales(n, k, g);
+    o.workspace = s.make(DType::u8, {1 << 16});
+    SCOPED_TRACE(grid_name(g));
+    expect_gemm_error([&] { kernels::gemm(a, b, c, o); }, "[gemm] ",
+                      "E5M2 x E5M2 is not supported");
+  }
+  // Through fp8::gemm: two gradients under the hybrid recipe are both E5M2.
+  const fp8::Recipe recipe = fp8::recipe_from_name("block:hybrid");
+  fp8::QuantizedTensor g1(Device::cpu(), m, k, recipe, Role::gradient, false);
+  fp8::QuantizedTensor g2(Device::cpu(), n, k, recipe, Role::gradient, false);
+  expect_gemm_error([&] { fp8::gemm(fp8::as_stored(g1), fp8::as_stored(g2), c); }, "[gemm] ",
+                    "E5M2 x E5M2 is not supported");
+}
+
+TEST(ScaledGemmArguments, Fp8GemmRefusesATransposedCopyThatWasNotMade) {
+  const fp8::Recipe recipe = fp8::recipe_from_name("row");
+  fp8::QuantizedTensor x(Device::cpu(), 16, 32, recipe, Role::activation, false);
+  fp8::QuantizedTensor w(Device::cpu(), 32, 32, recipe, Role::weight, false);
+  Scratch s;
+  const Tensor c = s.make(DType::f32, {32, 32});
+  expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(x), fp8::as_stored(w), c); }, "[fp8 gemm] ",
+                    "operand A has no transposed copy");
+  expect_gemm_error([&] { fp8::gemm(fp8::as_stored(w), fp8::as_transposed(x), c); }, "[fp8 gemm] ",
+                    "operand B has no transposed copy");
+}
+
+// ---- accuracy on outlier-heavy inputs: the end-to-end claim for finer scale grids ----
+
+// x [rows, cols]: normal(0, sigma) with a share `density` of the values multiplied by a
+// factor uniform in [lo, hi] (activation outliers), as f32.
+std::vector<float> outlier_matrix(int64_t rows, int64_t cols, double sigma, double density,
+                                  double lo, double hi, testing::Rng& rng) {
+  std::normal_distribution<double> normal(0.0, sigma);
+  std::uniform_real_distribution<double> unit(0.0, 1.0), factor(lo, hi);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (float& v : x) {
+    double value = normal(rng);
+    if (unit(rng) < density) value *= factor(rng);
+    v = static_cast<float>(value);
+  }
+  return x;
+}
+
+// float64 A Bᵀ of f32 operands (their products are exact in float64).
+std::vector<double> exact_gemm(const std::vector<float>& a, const std::vector<float>& b, int64_t m,
+                               int64_t n, int64_t k) {
+  std::vector<double> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t kk = 0; kk < k; ++kk) sum += double{a[i * k + kk]} * b[j * k + kk];
+      c[i * n + j] = sum;
+    }
+  }
+  return c;
+}
+
+// C f32 [m, n] = quantize(A) · quantize(B)ᵀ under the recipe: A as the activation, B as the
+// weight, through fp8::quantize and fp8::gemm on `device`.
+std::vector<double> quantized_gemm(Device device, const std::string& recipe_name,
+                                   const std::vector<float>& a, const std::vector<float>& b,
+                                   int64_t m, int64_t n, int64_t k) {
+  const fp8::Recipe recipe = fp8::recipe_from_name(recipe_name);
+  Buffer a_buf, b_buf, workspace;
+  const Tensor ta = upload(device, a_buf, DType::f32, {m, k}, a.data(), a.size() * 4);
+  const Tensor tb = upload(device, b_buf, DType::f32, {n, k}, b.data(), b.size() * 4);
+  fp8::QuantizedTensor qa(device, m, k, recipe, Role::activation, false);
+  fp8::QuantizedTensor qb(device, n, k, recipe, Role::weight, false);
+  fp8::quantize(ta, qa, recipe);
+  fp8::quantize(tb, qb, recipe);
+  const HostC c0{DType::f32, m, n, std::vector<uint8_t>(m * n * 4, 0), {}};
+  return run_into_c(device, c0, [&](const Tensor& c) {
+    fp8::Fp8GemmOptions o;
+    const size_t bytes = fp8::gemm_workspace_bytes(fp8::as_stored(qa), fp8::as_stored(qb), c, o);
+    if (bytes > 0) {
+      workspace = Buffer(device, bytes);
+      o.workspace = workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+    }
+    fp8::gemm(fp8::as_stored(qa), fp8::as_stored(qb), c, o);
+  });
+}
+
+// ||C - exact||_F / ||exact||_F over the rows i with use_row[i] (all rows when empty).
+double relative_frobenius_error(const std::vector<double>& c, const std::vector<double>& exact,
+                                int64_t n, const std::vector<bool>& use_row = {}) {
+  double err2 = 0.0, ref2 = 0.0;
+  for (size_t idx = 0; idx < c.size(); ++idx) {
+    if (!use_row.empty() && !use_row[idx / n]) continue;
+    err2 += (c[idx] - exact[idx]) * (c[idx] - exact[idx]);
+    ref2 += exact[idx] * exact[idx];
+  }
+  return std::sqrt(err2 / ref2);
+}
+
+class OutlierAccuracy : public ::testing::TestWithParam<Device> {};
+
+TEST_P(OutlierAccuracy, RowAndBlockScalingBeatTensorScalingOnOutlierHeavyActivations) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  // Activations: normal(0, 1) with 0.1%..1% of the values x100..x1000; weights: normal(0, 0.02).
+  const int64_t m = 256, n = 256, k = 256;
+  const double density = std::uniform_real_distribution<double>(0.001, 0.01)(rng);
+  const std::vector<float> a = outlier_matrix(m, k, 1.0, density, 100.0, 1000.0, rng);
+  const std::vector<float> b = outlier_matrix(n, k, 0.02, 0.0, 1.0, 1.0, rng);
+  const std::vector<double> exact = exact_gemm(a, b, m, n, k);
+  double error[4];
+  const char* modes[] = {"tensor-current", "row", "block", "mx"};
+  for (int i = 0; i < 4; ++i) {
+    error[i] = relative_frobenius_error(quantized_gemm(device, modes[i], a, b, m, n, k), exact, n);
+  }
+  const double tensor = error[0], row = error[1], block = error[2], mx = error[3];
+  std::printf(
+      "[ outliers ] density %.4f: relative Frobenius error tensor %.5f, row %.5f (%.3fx), "
+      "block %.5f (%.3fx), mx %.5f (%.3fx)\n",
+      density, tensor, row, row / tensor, block, block / tensor, mx, mx / tensor);
+  // E4M3's 3 mantissa bits err by up to 2^-4 relative anywhere in its normal range, whatever
+  // the scale, and with these outliers even tensor scaling keeps the bulk of the values in
+  // that range (amax / sigma ~ 4000 ~ 2^12 puts |x| = sigma at ~2^-3, above the smallest normal
+  // 2^-6). What differs is the outliers, whose energy dominates C (density x factor^2 >> 1):
+  // a value that sets its block's amax maps exactly onto 448, and per-row or per-tile scales
+  // make nearly every outlier such a block maximum where a tensor scale makes one. In a float64
+  // model of these kernels (300 seeds over this density range) row / tensor was 0.67..0.84 and
+  // block / tensor 0.67..0.82, so a ratio >= 1 here means a broken scale path, not bad luck.
+  EXPECT_LT(row, tensor);
+  EXPECT_LT(block, tensor);
+  // Sanity: all modes are E4M3-accurate (a few percent), none is broken outright.
+  for (int i = 0; i < 4; ++i) EXPECT_LT(error[i], 0.1) << modes[i];
+  // MX is not asserted to beat tensor here: its power-of-two scales make no value exact, and
+  // within E4M3's range the rounding is otherwise the same, so mx / tensor spread over
+  // 0.86..1.29 in that model (below 1 in only 38% of 300 seeds). MX's gain needs outliers that push
+  // a tensor scale into E4M3's subnormals; the next test has them.
+}
+
+TEST_P(OutlierAccuracy, FinerScalesKeepOutlierFreeRowsAccurateWhereATensorScaleUnderflows) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  // Outliers x10^4..x10^5 (0.1%..0.5% of the values): a tensor scale 448 / amax maps |x| =
+  // sigma to ~2^-9.5..2^-6, E4M3's subnormals, where few bits (or none) are left; row, tile
+  // and MX scales of rows without an outlier do not see it.
+  const int64_t m = 256, n = 128, k = 256;
+  const double density = std::uniform_real_distribution<double>(0.001, 0.005)(rng);
+  const std::vector<float> a = outlier_matrix(m, k, 1.0, density, 1e4, 1e5, rng);
+  const std::vector<float> b = outlier_matrix(n, k, 0.02, 0.0, 1.0, 1.0, rng);
+  const std::vector<double> exact = exact_gemm(a, b, m, n, k);
+  std::vector<bool> clean(m, true);
+  int64_t clean_rows = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t kk = 0; kk < k; ++kk) clean[i] = clean[i] && std::abs(a[i * k + kk]) < 10.0f;
+    clean_rows += clean[i];
+  }
+  // P(a row is clean) >= 0.995^256 = 0.28: 256 rows hold none with probability < 1e-36.
+  ASSERT_GT(clean_rows, 0);
+  double error[4];
+  const char* modes[] = {"tensor-current", "row", "block", "mx"};
+  for (int i = 0; i < 4; ++i) {
+    error[i] =
+        relative_frobenius_error(quantized_gemm(device, modes[i], a, b, m, n, k), exact, n, clean);
+  }
+  std::printf(
+      "[ outliers ] %lld clean rows: relative Frobenius error there tensor %.5f, "
+      "row %.5f, block %.5f, mx %.5f\n",
+      static_cast<long long>(clean_rows), error[0], error[1], error[2], error[3]);
+  // Under a tensor scale these rows lose most of their bits (errors of 17%..47% in a float64
+  // model of these kernels, 200 seeds); with their own scales they keep E4M3's ~3% (2^-4
+  // relative at worst per value, averaging down over K). The model gave ratios of 0.08..0.23
+  // for all three, so half is a wide margin that still fails if a finer grid ever fell back
+  // to a tensor scale.
+  EXPECT_LT(error[1], 0.5 * error[0]) << "row";
+  EXPECT_LT(error[2], 0.5 * error[0]) << "block";
+  EXPECT_LT(error[3], 0.5 * error[0]) << "mx";
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OutlierAccuracy, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+}  // namespace
+}  // namespace octet

@@ -1,0 +1,364 @@
+// tests/nn/test_linear_fp8.cpp: nn::Linear under fp8 for every scaling mode and format
+// policy against float64 GEMMs of the FP8 operands it read and of the original operands,
+// and its weight caching, delayed scaling and statistics.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/quantize.h"
+#include "linear_testing.h"
+
+namespace octet {
+namespace {
+
+using fp8::Role;
+using fp8::ScalingMode;
+using testing::Fp8Operand64;
+using testing::gemm64;
+using testing::LinearHarness;
+using testing::quantize64;
+using testing::transposed;
+
+nn::LinearConfig fp8_config(const fp8::Recipe& recipe, int64_t in, int64_t out, int64_t max_tokens,
+                            Device device) {
+  nn::LinearConfig c;
+  c.in_features = in;
+  c.out_features = out;
+  c.max_tokens = max_tokens;
+  c.precision = nn::Precision::fp8;
+  c.recipe = recipe;
+  c.device = device;
+  return c;
+}
+
+fp8::Recipe make_recipe(ScalingMode mode, fp8::FormatPolicy formats = fp8::FormatPolicy::hybrid) {
+  fp8::Recipe r;
+  r.mode = mode;
+  r.formats = formats;
+  return r;
+}
+
+float amax_of(const std::vector<float>& v) {
+  float m = 0.0f;
+  for (float x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+float scale_for(float amax, DType format) {
+  return kernels::scale_from_amax(amax, static_cast<float>(dtype_info(format).max_finite), 0,
+                                  false);
+}
+
+// The exact GEMM of the FP8 operands a layer read (C = A Bᵀ, K-major) and the bound on
+// the layer's output against it: only fp32 accumulation and output rounding remain,
+// gamma_{K+5} Σ|â||b̂| + (bf16 output) 2^-8 |y| (testing::output_bound derives it).
+struct Reference {
+  std::vector<double> value, bound;
+};
+Reference dequantized_reference(const Fp8Operand64& qa, const Fp8Operand64& qb, int64_t m,
+                                int64_t n, int64_t k, DType out_dtype) {
+  const testing::Gemm64 c = gemm64(qa.value, qb.value, m, n, k);
+  return {c.value, testing::output_bound(c, k, out_dtype)};
+}
+
+// One GEMM of the layer against both references: (a) the float64 GEMM of the FP8
+// operands it read, within the accumulation bound; (b) the float64 GEMM of the original
+// bf16 operands, within (a)'s bound plus the quantization bound derived at
+// testing::quantization_bound: |y - Σ a b| <= |y - Σ â b̂| + |Σ â b̂ - Σ a b|.
+void check_gemm(const std::vector<float>& got, DType out_dtype, const std::vector<float>& a,
+                const Fp8Operand64& qa, DType fa, const std::vector<float>& b,
+                const Fp8Operand64& qb, DType fb, int64_t m, int64_t n, int64_t k,
+                const std::string& what) {
+  const Reference deq = dequantized_reference(qa, qb, m, n, k, out_dtype);
+  testing::expect_within(got, deq.value, deq.bound, what + " vs the FP8 operands it read");
+  const testing::Gemm64 exact = gemm64(a, b, m, n, k);
+  std::vector<double> bound = testing::quantization_bound(a, qa, fa, b, qb, fb, m, n, k);
+  for (size_t i = 0; i < bound.size(); ++i) bound[i] += deq.bound[i];
+  testing::expect_within(got, exact.value, bound, what + " vs the original bf16 operands");
+}
+
+class LinearFp8OnDevice : public ::testing::TestWithParam<Device> {};
+
+TEST_P(LinearFp8OnDevice, ForwardDgradWgradMatchFloat64WithinBoundsFromTheFormats) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  struct Dims {
+    int64_t t, in, out;
+  };
+  // Multiples of 16, not of 128 and not all of 32: every GEMM has ragged 1x128 tiles,
+  // 128x128 blocks or 1x32 MX blocks along K.
+  const Dims shapes[] = {{48, 96, 80}, {64, 160, 144}};
+  int variant = 0;
+  for (ScalingMode mode : {ScalingMode::tensor_current, ScalingMode::tensor_delayed,
+                           ScalingMode::row, ScalingMode::block, ScalingMode::mx}) {
+    for (fp8::FormatPolicy formats : {fp8::FormatPolicy::hybrid, fp8::FormatPolicy::e4m3}) {
+      const Dims s = shapes[variant++ % 2];
+      const fp8::Recipe recipe = make_recipe(mode, formats);
+      const DType fx = recipe.format(Role::activation), fw = recipe.format(Role::weight),
+                  fg = recipe.format(Role::gradient);
+      const bool delayed = mode == ScalingMode::tensor_delayed;
+      std::optional<fp8::DelayedScalingState> state;
+      if (delayed) state.emplace(device, recipe.delayed, std::vector<DType>{fx, fw, fg});
+      LinearHarness h(fp8_config(recipe, s.in, s.out, 64, device), rng, state ? &*state : nullptr);
+      const std::vector<float> x = testing::random_normal(s.t * s.in, 1.0, DType::bf16, rng);
+      // Gradients are small; scaling brings them into E5M2's range.
+      const std::vector<float> dy = testing::random_normal(s.t * s.out, 0x1p-12, DType::bf16, rng);
+      std::vector<float> scales = {1.0f, 1.0f, 1.0f};
+      if (delayed) {
+        // One step first so that the checked one uses scales from amaxes; the same
+        // inputs again cannot saturate (their amax maps onto fp8_max).
+        h.forward(x);
+        h.backward(dy);
+        state->update();
+        h.layer.weights_changed();
+        h.zero_grads();
+        scales = state->scales_host();
+      }
+      const std::vector<float> y = h.forward(x);
+      const std::vector<float> dx = h.backward(dy);
+      const std::vector<float> wg = h.weight_grad.read();
+
+      const auto qx = quantize64(x, s.t, s.in, recipe, Role::activation, scales[0]);
+      const auto qw = quantize64(h.w, s.out, s.in, recipe, Role::weight, scales[1]);
+      const auto qdy = quantize64(dy, s.t, s.out, recipe, Role::gradient, scales[2]);
+      const std::string what = recipe.str() + " T=" + std::to_string(s.t) +
+                               " in=" + std::to_string(s.in) + " out=" + std::to_string(s.out);
+      // y [T, out] = x Wᵀ: x and W as stored (K = in); bf16 output.
+      check_gemm(y, DType::bf16, x, qx.stored, fx, h.w, qw.stored, fw, s.t, s.out, s.in,
+                 what + " forward");
+      // dx [T, in] = dy W: dy as stored, W's transposed copy [in, out] (K = out).
+      check_gemm(dx, DType::bf16, dy, qdy.stored, fg, transposed(h.w, s.out, s.in), qw.transposed,
+                 fw, s.t, s.in, s.out, what + " dgrad");
+      // dW [out, in] = dyᵀ x into f32 zeros: both transposed copies (K = T).
+      check_gemm(wg, DType::f32, transposed(dy, s.t, s.out), qdy.transposed, fg,
+                 transposed(x, s.t, s.in), qx.transposed, fx, s.out, s.in, s.t, what + " wgrad");
+    }
+  }
+}
+
+TEST_P(LinearFp8OnDevice, WeightsAreQuantizedOncePerStep) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t t = 32, in = 64, out = 48;
+  for (ScalingMode mode : {ScalingMode::tensor_current, ScalingMode::block}) {
+    const fp8::Recipe recipe = make_recipe(mode);
+    const std::string what = recipe.str();
+    LinearHarness h(fp8_config(recipe, in, out, t, device), rng);
+    const std::vector<float> x = testing::random_normal(t * in, 1.0, DType::bf16, rng);
+    const std::vector<float> dy = testing::random_normal(t * out, 1.0, DType::bf16, rng);
+    const std::vector<float> w_old = h.w;
+    const auto qw_old = quantize64(w_old, out, in, recipe, Role::weight);
+    const auto qx = quantize64(x, t, in, recipe, Role::activation);
+    const auto qdy = quantize64(dy, t, out, recipe, Role::gradient);
+
+    const std::vector<float> y1 = h.forward(x);
+    // New values in the bound weight memory without weights_changed(): a second
+    // micro-batch must reuse the FP8 copy made by the first, bit for bit.
+    h.set_weights(testing::random_normal(out * in, 1.0 / std::sqrt(double(in)), DType::bf16, rng));
+    const auto qw_new = quantize64(h.w, out, in, recipe, Role::weight);
+    const std::vector<float> y2 = h.forward(x);
+    EXPECT_EQ(y2, y1) << what << ": W was quantized again without weights_changed()";
+    // dgrad reads the transposed copy made with that same quantization.
+    const std::vector<float> dx = h.backward(dy);
+    const Reference dgrad_old =
+        dequantized_reference(qdy.stored, qw_old.transposed, t, in, out, DType::bf16);
+    testing::expect_within(dx, dgrad_old.value, dgrad_old.bound, what + " dgrad with the old W");
+
+    h.layer.weights_changed();
+    const std::vector<float> y3 = h.forward(x);
+    const Reference fwd_new =
+        dequantized_reference(qx.stored, qw_new.stored, t, out, in, DType::bf16);
+    testing::expect_within(y3, fwd_new.value, fwd_new.bound,
+                           what + " forward after weights_changed()");
+    // The old copy cannot explain y3 (the check above could tell them apart).
+    const Reference fwd_old =
+        dequantized_reference(qx.stored, qw_old.stored, t, out, in, DType::bf16);
+    EXPECT_GT(testing::worst_ratio(y3, fwd_old.value, fwd_old.bound).ratio, 1.0) << what;
+  }
+}
+
+TEST_P(LinearFp8OnDevice, DelayedScalingStartsAtOneThenUsesThePreviousAmax) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t t = 32, in = 64, out = 48;
+  const fp8::Recipe recipe = make_recipe(ScalingMode::tensor_delayed);
+  const DType fx = DType::e4m3, fw = DType::e4m3, fg = DType::e5m2;
+  const int len = recipe.delayed.history_len;
+  // Small x and dy: at scale 1 many of their values are subnormal in FP8 and at
+  // fp8_max / amax none are, so the two quantizations differ visibly.
+  const std::vector<float> x = testing::random_normal(t * in, 0.01, DType::bf16, rng);
+  const std::vector<float> dy = testing::random_normal(t * out, 1e-4, DType::bf16, rng);
+
+  {  // A state shared with the model (slots 1..3 of 4): the model updates it.
+    fp8::DelayedScalingState state(device, recipe.delayed, {DType::e4m3, fx, fw, fg});
+    LinearHarness h(fp8_config(recipe, in, out, t, device), rng, &state, 1);
+    const auto qx1 = quantize64(x, t, in, recipe, Role::activation, 1.0f);
+    const auto qw1 = quantize64(h.w, out, in, recipe, Role::weight, 1.0f);
+    const auto qdy1 = quantize64(dy, t, out, recipe, Role::gradient, 1.0f);
+
+    const std::vector<float> y1 = h.forward(x);
+    const Reference f1 = dequantized_reference(qx1.stored, qw1.stored, t, out, in, DType::bf16);
+    testing::expect_within(y1, f1.value, f1.bound, "first forward at scale 1");
+    const std::vector<float> dx1 = h.backward(dy);
+    const Reference d1 =
+        dequantized_reference(qdy1.stored, qw1.transposed, t, in, out, DType::bf16);
+    testing::expect_within(dx1, d1.value, d1.bound, "first dgrad at scale 1");
+    // Each quantization recorded its amax in its slot's current history entry.
+    const std::vector<float> history = state.history_host();
+    EXPECT_EQ(history[1 * len], amax_of(x));
+    EXPECT_EQ(history[2 * len], amax_of(h.w));
+    EXPECT_EQ(history[3 * len], amax_of(dy));
+
+    h.layer.update_scaling();  // not the layer's state: nothing changes
+    EXPECT_EQ(state.scales_host(), std::vector<float>(4, 1.0f));
+    state.update();
+    const std::vector<float> scales = state.scales_host();
+    EXPECT_EQ(scales[1], scale_for(amax_of(x), fx));
+    EXPECT_EQ(scales[2], scale_for(amax_of(h.w), fw));
+    EXPECT_EQ(scales[3], scale_for(amax_of(dy), fg));
+
+    // The same x again: quantized at fp8_max / amax(x); W keeps its scale-1 copy.
+    const std::vector<float> y2 = h.forward(x);
+    const auto qx2 = quantize64(x, t, in, recipe, Role::activation, scales[1]);
+    const Reference f2 = dequantized_reference(qx2.stored, qw1.stored, t, out, in, DType::bf16);
+    testing::expect_within(y2, f2.value, f2.bound, "second forward at 448 / amax(x)");
+    EXPECT_GT(testing::worst_ratio(y2, f1.value, f1.bound).ratio, 1.0)
+        << "the second forward is explained by scale 1 too: the check cannot tell";
+  }
+  {  // A state of the layer's own, updated by update_scaling().
+    LinearHarness h(fp8_config(recipe, in, out, t, device), rng);
+    h.forward(x);
+    h.backward(dy);
+    h.layer.update_scaling();
+    h.layer.weights_changed();
+    const std::vector<float> y = h.forward(x);
+    const auto qx = quantize64(x, t, in, recipe, Role::activation, scale_for(amax_of(x), fx));
+    const auto qw = quantize64(h.w, out, in, recipe, Role::weight, scale_for(amax_of(h.w), fw));
+    const Reference f = dequantized_reference(qx.stored, qw.stored, t, out, in, DType::bf16);
+    testing::expect_within(y, f.value, f.bound, "own state: forward after update_scaling()");
+    const auto qx1 = quantize64(x, t, in, recipe, Role::activation, 1.0f);
+    const Reference f1 = dequantized_reference(qx1.stored, qw.stored, t, out, in, DType::bf16);
+    EXPECT_GT(testing::worst_ratio(y, f1.value, f1.bound).ratio, 1.0)
+        << "own state: x was still quantized at scale 1";
+  }
+}
+
+// Expected counts of a per-tensor quantization at `scale`, as the quantize kernel
+// defines them: a finite value saturates when fl32(x * scale) lies beyond the format's
+// rounding boundary (the non-saturating conversion gives Inf/NaN); a nonzero one is
+// flushed when it encodes to ±0.
+struct Counts {
+  int64_t saturated = 0, flushed = 0;
+};
+Counts expected_counts(const std::vector<float>& x, float scale, DType format) {
+  Counts c;
+  for (float v : x) {
+    const float scaled = v * scale;
+    const uint8_t code = f32_to_fp8(scaled, format);
+    c.saturated +=
+        !std::isfinite(fp8_to_f32(f32_to_fp8(scaled, format, Overflow::nonfinite), format));
+    c.flushed += v != 0.0f && (code & 0x7F) == 0;
+  }
+  return c;
+}
+
+TEST_P(LinearFp8OnDevice, StatsReportAmaxScalesAndCountsOfTheLastQuantizations) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t t = 32, in = 64, out = 48;
+  const int64_t total = t * in + out * in + t * out;
+  std::vector<float> x = testing::random_normal(t * in, 1.0, DType::bf16, rng);
+  std::vector<float> dy = testing::random_normal(t * out, 1.0, DType::bf16, rng);
+  // A few values far below the smallest subnormal after scaling, so that some flush.
+  for (size_t i = 0; i < x.size(); i += 11) x[i] *= 0x1p-24f;
+  for (size_t i = 0; i < dy.size(); i += 7) dy[i] *= 0x1p-34f;
+
+  {  // Current scaling: nothing saturates; amax, scales and flushes as computed here.
+    const fp8::Recipe recipe = make_recipe(ScalingMode::tensor_current);
+    LinearHarness h(fp8_config(recipe, in, out, t, device), rng);
+    EXPECT_EQ(h.layer.stats().layer.tensors(), 0) << "nothing was quantized yet";
+    h.forward(x);
+    h.backward(dy);
+    const nn::Linear::Stats st = h.layer.stats();
+    struct Quantized {
+      const fp8::TensorStats& stats;
+      const std::vector<float>& values;
+      DType format;
+    };
+    const Quantized tensors[] = {
+        {st.x, x, DType::e4m3}, {st.weight, h.w, DType::e4m3}, {st.grad_output, dy, DType::e5m2}};
+    int64_t flushed = 0;
+    for (const auto& [s, values, format] : tensors) {
+      const float amax = amax_of(values), scale = scale_for(amax, format);
+      const Counts want = expected_counts(values, scale, format);
+      EXPECT_EQ(s.amax, amax);
+      EXPECT_EQ(s.numel, static_cast<int64_t>(values.size()));
+      // Statistics read scale_inv = fl(1 / scale) back and invert it once more.
+      EXPECT_EQ(s.min_scale, 1.0f / (1.0f / scale));
+      EXPECT_EQ(s.max_scale, 1.0f / (1.0f / scale));
+      EXPECT_EQ(s.saturated, 0);
+      EXPECT_EQ(s.flushed, want.flushed);
+      flushed += want.flushed;
+    }
+    EXPECT_GT(st.x.flushed, 0);
+    EXPECT_GT(st.grad_output.flushed, 0);
+    EXPECT_EQ(st.layer.tensors(), 3);
+    EXPECT_EQ(st.layer.amax(), std::max({amax_of(x), amax_of(h.w), amax_of(dy)}));
+    EXPECT_EQ(st.layer.saturated_share(), 0.0);
+    EXPECT_EQ(st.layer.flushed_share(), double(flushed) / double(total));
+  }
+  {  // Delayed scaling: an input 10x larger than the step that set the scale saturates.
+    const fp8::Recipe recipe = make_recipe(ScalingMode::tensor_delayed);
+    fp8::DelayedScalingState state(device, recipe.delayed, {DType::e4m3, DType::e4m3, DType::e5m2});
+    LinearHarness h(fp8_config(recipe, in, out, t, device), rng, &state);
+    h.forward(x);
+    h.backward(dy);
+    state.update();
+    const float scale = state.scales_host()[0];
+    std::vector<float> x10(x.size());
+    for (size_t i = 0; i < x.size(); ++i) x10[i] = testing::round_to(DType::bf16, 10.0f * x[i]);
+    h.forward(x10);
+    const nn::Linear::Stats st = h.layer.stats();
+    const Counts want = expected_counts(x10, scale, DType::e4m3);
+    EXPECT_GT(want.saturated, 0);
+    EXPECT_EQ(st.x.saturated, want.saturated);
+    EXPECT_EQ(st.x.amax, amax_of(x10));
+    EXPECT_EQ(st.x.min_scale, 1.0f / (1.0f / scale));
+    // W and dY were last quantized in step 1, at scale 1, far inside their ranges.
+    EXPECT_EQ(st.weight.saturated, 0);
+    EXPECT_EQ(st.grad_output.saturated, 0);
+    EXPECT_EQ(st.layer.saturated_share(), double(want.saturated) / double(total));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, LinearFp8OnDevice, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+TEST(LinearStats, AreZeroUnderFp32AndBf16) {
+  testing::Rng rng(testing::fresh_seed());
+  for (nn::Precision p : {nn::Precision::fp32, nn::Precision::bf16}) {
+    nn::LinearConfig c;
+    c.in_features = 32;
+    c.out_features = 16;
+    c.max_tokens = 16;
+    c.precision = p;
+    LinearHarness h(c, rng);
+    h.forward(testing::random_normal(16 * 32, 1.0, h.dtype, rng));
+    h.backward(testing::random_normal(16 * 16, 1.0, h.dtype, rng));
+    const nn::Linear::Stats st = h.layer.stats();
+    EXPECT_EQ(st.layer.tensors(), 0);
+    EXPECT_EQ(st.x.numel + st.weight.numel + st.grad_output.numel, 0);
+    EXPECT_EQ(st.x.amax, 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace octet
