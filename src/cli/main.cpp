@@ -8,6 +8,12 @@
 #include "core/device.h"
 #include "core/error.h"
 
+namespace octet::cli {
+int tokenize_main(const std::vector<std::string>& args);  // cli/tokenize.cpp
+int train_main(const std::vector<std::string>& args);     // cli/train.cpp
+int sample_main(const std::vector<std::string>& args);    // cli/train.cpp
+}  // namespace octet::cli
+
 namespace {
 
 constexpr const char* kUsage = R"(octet: FP8 mixed-precision training for LLaMA-style models
@@ -15,6 +21,19 @@ constexpr const char* kUsage = R"(octet: FP8 mixed-precision training for LLaMA-
 usage: octet <command> [flags]
 
 commands:
+  train         train a LLaMA model (CPU now; see docs)
+                  --model tiny|small|1b|7b|config.json   (default tiny)
+                  --precision fp32|bf16|fp8              (default bf16)
+                  --fp8-recipe tensor-current|tensor-delayed|row|block|mx[:e4m3]
+                  --data synthetic|DIR   the built-in Markov corpus or token shards
+                  --markov-vocab N --markov-order K --markov-seed N   (synthetic corpus)
+                  --batch N --seq-len N --grad-accum N --steps N --lr X --warmup N
+                  --weight-decay X --grad-clip X --seed N
+                  --eval-every N --eval-batches N --checkpoint-every N
+                  --out DIR --resume --metrics FILE.jsonl --quiet
+  sample        generate tokens from a checkpoint
+                  --checkpoint DIR --prompt 1,2,3 --tokens N --temperature X (0: greedy)
+
   bench gemm    time the GEMMs and FP8 conversions of one device
                   --device cpu|cuda   (default cpu)
                   --sizes 256,512,... square sizes (default 256..4096)
@@ -23,10 +42,22 @@ commands:
                   --reps N            timed calls per cell, at least (default 10)
                   --impl auto|onednn|reference   CPU GEMM engine (default auto)
 
+  tokenize --train   train a SentencePiece tokenizer on text files
+                  --input a.txt,b.txt --model-prefix out/tok   (writes out/tok.model)
+                  --vocab-size N      pieces (default 8000)
+                  --model-type bpe|unigram   (default bpe)
+                  --byte-fallback     unknown characters become byte pieces (vocab > 259)
+                  --max-lines N       train on a sample of N lines (default: all)
+  tokenize      encode text files into token shards, an eos after each document
+                  --model tok.model --input a.txt,b.txt --output DIR   (DIR/train_000.bin, ...)
+                  --shard-tokens N    tokens per shard (default 100000000)
+                  --split blank|line|file   what a document is (default blank: blank-line separated)
+                  --val-tokens N      the first documents, N tokens, go to DIR/val_000.bin, ...
+
   --help        this text
   --version     the version and what this build contains
 
-The trainer (octet train, octet sample) arrives with the model code.
+Ctrl-C during `octet train` writes a checkpoint (with --out) and exits.
 )";
 
 int print_version() {
@@ -41,6 +72,12 @@ int run(const std::vector<std::string>& args) {
     return args.empty() ? 1 : 0;
   }
   if (args[0] == "--version") return print_version();
+  if (args[0] == "train")
+    return octet::cli::train_main(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (args[0] == "sample")
+    return octet::cli::sample_main(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (args[0] == "tokenize")
+    return octet::cli::tokenize_main(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args[0] == "bench") {
     OCTET_CHECK(args.size() >= 2, "bench", "name what to benchmark: octet bench gemm");
     const std::vector<std::string> rest(args.begin() + 2, args.end());

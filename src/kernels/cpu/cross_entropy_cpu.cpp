@@ -1,0 +1,59 @@
+// kernels/cpu/cross_entropy_cpu.cpp: softmax cross-entropy and its gradient on the CPU,
+// one row of logits per iteration.
+#include <cmath>
+#include <cstdint>
+
+#include "core/error.h"
+#include "kernels/backends.h"
+#include "kernels/cpu/activation_cpu.h"
+
+namespace octet::kernels::cpu {
+namespace {
+
+// Each row is read for its max, read again for the sum of exp(x - max) (a row of 32K
+// f32 logits is 128 KiB: the second read hits L2) and written in a third sweep.
+template <typename A>
+void rows_loss(const A* logits, const int32_t* targets, float* losses, A* dlogits, int64_t rows,
+               int64_t vocab, float grad_scale) {
+#pragma omp parallel for schedule(static) if (rows * vocab > kParallelElements)
+  for (int64_t t = 0; t < rows; ++t) {
+    const A* x = logits + t * vocab;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < vocab; ++j) {
+      const float v = to_f32(x[j]);
+      m = v > m ? v : m;
+    }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(to_f32(x[j]) - m);
+    const float lse = m + std::log(sum);
+    const int32_t target = targets[t];
+    losses[t] = lse - to_f32(x[target]);
+    if (dlogits == nullptr) continue;
+    // x[j] is read before d[j] is written: dlogits may be logits.
+    A* d = dlogits + t * vocab;
+    for (int64_t j = 0; j < vocab; ++j) {
+      const float p = std::exp(to_f32(x[j]) - lse);
+      d[j] = from_f32<A>((j == target ? p - 1.0f : p) * grad_scale);
+    }
+  }
+}
+
+}  // namespace
+
+void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& losses,
+                   const Tensor& dlogits, float grad_scale) {
+  const int64_t rows = logits.rows(), vocab = logits.cols();
+  const int32_t* tg = targets.as<const int32_t>();
+  for (int64_t t = 0; t < rows; ++t) {
+    OCTET_CHECK(tg[t] >= 0 && tg[t] < vocab, "cross_entropy", "targets[", t, "] = ", tg[t],
+                " is outside the vocabulary [0, V=", vocab,
+                "); mask padding before the loss or check the tokenizer's vocab_size");
+  }
+  with_activation(logits.dtype, [&](auto a) {
+    using A = decltype(a);
+    rows_loss(logits.as<const A>(), tg, losses.as<float>(),
+              dlogits.empty() ? nullptr : dlogits.as<A>(), rows, vocab, grad_scale);
+  });
+}
+
+}  // namespace octet::kernels::cpu

@@ -1,0 +1,53 @@
+// kernels/cpu/optimizer_cpu.cpp: AdamW and the sum of squares on the CPU.
+#include <cmath>
+#include <cstdint>
+
+#include "core/convert.h"
+#include "kernels/backends.h"
+#include "kernels/optimizer.h"
+
+namespace octet::kernels::cpu {
+
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWStep& s) {
+  float* p = param.as<float>();
+  const float* g = grad.as<const float>();
+  float* mm = m.as<float>();
+  float* vv = v.as<float>();
+  const int64_t n = param.numel();
+  const float bias1 = 1.0f - static_cast<float>(std::pow(double{s.beta1}, double(s.step)));
+  const float bias2 = 1.0f - static_cast<float>(std::pow(double{s.beta2}, double(s.step)));
+  const float decay = 1.0f - s.lr * s.weight_decay;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * s.grad_scale;
+    mm[i] = s.beta1 * mm[i] + (1.0f - s.beta1) * gi;
+    vv[i] = s.beta2 * vv[i] + (1.0f - s.beta2) * gi * gi;
+    const float m_hat = mm[i] / bias1;
+    const float v_hat = vv[i] / bias2;
+    p[i] = p[i] * decay - s.lr * m_hat / (std::sqrt(v_hat) + s.eps);
+  }
+}
+
+void sum_of_squares(const Tensor& x, const Tensor& out) {
+  const int64_t n = x.numel();
+  // Fixed-size chunks summed in order: the result does not depend on the thread count.
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  double total = 0.0;
+#pragma omp parallel for schedule(static) ordered if (chunks > 8)
+  for (int64_t c = 0; c < chunks; ++c) {
+    double sum = 0.0;
+    const int64_t end = n < (c + 1) * kChunk ? n : (c + 1) * kChunk;
+    for (int64_t i = c * kChunk; i < end; ++i) {
+      const double v =
+          x.dtype == DType::bf16 ? bf16_to_f32(x.as<const uint16_t>()[i]) : x.as<const float>()[i];
+      sum += v * v;
+    }
+#pragma omp ordered
+    total += sum;
+  }
+  out.as<float>()[0] = static_cast<float>(total);
+}
+
+}  // namespace octet::kernels::cpu

@@ -1,0 +1,35 @@
+// kernels/optimizer.cpp: validation of the optimizer kernels and dispatch by device.
+#include "kernels/optimizer.h"
+
+#include "core/error.h"
+#include "kernels/backends.h"
+
+namespace octet::kernels {
+
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWStep& step) {
+  for (const Tensor* t : {&param, &grad, &m, &v}) {
+    OCTET_CHECK(t->dtype == DType::f32 && t->numel() == param.numel() && t->device == param.device,
+                "adamw", "param, grad, m and v must be f32 with ", param.numel(), " elements on ",
+                device_name(param.device), ", got ", t->str());
+  }
+  OCTET_CHECK(step.step >= 1, "adamw", "step counts from 1, got ", step.step);
+  OCTET_CHECK(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f && step.beta2 < 1.0f,
+              "adamw", "betas must be in [0, 1), got ", step.beta1, " and ", step.beta2);
+  if (param.numel() == 0) return;
+  if (param.device.is_cpu()) return cpu::adamw_step(param, grad, m, v, step);
+  OCTET_FAIL("adamw", "has no CUDA implementation yet (it arrives with the CUDA training step)");
+}
+
+void sum_of_squares(const Tensor& x, const Tensor& out) {
+  OCTET_CHECK(x.dtype == DType::f32 || x.dtype == DType::bf16, "sum_of_squares",
+              "x must be f32 or bf16, got ", x.str());
+  OCTET_CHECK(out.dtype == DType::f32 && out.numel() == 1 && out.device == x.device,
+              "sum_of_squares", "out must be f32[1] on ", device_name(x.device), ", got ",
+              out.str());
+  if (x.device.is_cpu()) return cpu::sum_of_squares(x, out);
+  OCTET_FAIL("sum_of_squares",
+             "has no CUDA implementation yet (it arrives with the CUDA training step)");
+}
+
+}  // namespace octet::kernels

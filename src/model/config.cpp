@@ -1,0 +1,178 @@
+// model/config.cpp
+#include "model/config.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace octet::model {
+
+int64_t LlamaConfig::parameter_count() const {
+  const int64_t d = hidden_size, f = intermediate_size, hd = head_dim();
+  const int64_t attention = d * qkv_size() + num_attention_heads * hd * d;
+  const int64_t mlp = 3 * d * f;
+  const int64_t layer = attention + mlp + 2 * d;
+  const int64_t embeddings = vocab_size * d * (tie_word_embeddings ? 1 : 2);
+  return embeddings + num_hidden_layers * layer + d;
+}
+
+void LlamaConfig::validate(std::string_view where) const {
+  const std::string w(where);
+  auto positive = [&](int64_t v, const char* field) {
+    OCTET_CHECK(v > 0, "config", w, ": ", field, " must be positive, got ", v);
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(intermediate_size, "intermediate_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(num_key_value_heads, "num_key_value_heads");
+  positive(max_position_embeddings, "max_position_embeddings");
+  OCTET_CHECK(hidden_size % num_attention_heads == 0, "config", w, ": num_attention_heads (",
+              num_attention_heads, ") must divide hidden_size (", hidden_size, ")");
+  OCTET_CHECK(num_attention_heads % num_key_value_heads == 0, "config", w,
+              ": num_key_value_heads (", num_key_value_heads, ") must divide num_attention_heads (",
+              num_attention_heads, ")");
+  OCTET_CHECK(head_dim() % 2 == 0, "config", w,
+              ": the head dimension hidden_size / "
+              "num_attention_heads = ",
+              head_dim(), " must be even for rotary embeddings");
+  OCTET_CHECK(rms_norm_eps > 0.0, "config", w, ": rms_norm_eps must be positive, got ",
+              rms_norm_eps);
+  OCTET_CHECK(rope_theta > 0.0, "config", w, ": rope_theta must be positive, got ", rope_theta);
+}
+
+LlamaConfig llama_config_by_name(std::string_view name) {
+  LlamaConfig c;
+  if (name == "tiny") {
+    return c;  // the defaults: 2 layers of width 64, vocabulary 256, sequences of 64
+  }
+  if (name == "small") {
+    c.vocab_size = 8192;
+    c.hidden_size = 512;
+    c.intermediate_size = 1376;
+    c.num_hidden_layers = 6;
+    c.num_attention_heads = 8;
+    c.num_key_value_heads = 4;
+    c.max_position_embeddings = 512;
+    return c;
+  }
+  if (name == "1b") {  // TinyLlama-1.1B
+    c.vocab_size = 32000;
+    c.hidden_size = 2048;
+    c.intermediate_size = 5632;
+    c.num_hidden_layers = 22;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 4;
+    c.max_position_embeddings = 2048;
+    return c;
+  }
+  if (name == "7b") {  // LLaMA-2-7B
+    c.vocab_size = 32000;
+    c.hidden_size = 4096;
+    c.intermediate_size = 11008;
+    c.num_hidden_layers = 32;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 32;
+    c.max_position_embeddings = 4096;
+    return c;
+  }
+  OCTET_FAIL("config", "unknown model '", std::string(name), "'; expected one of ",
+             llama_config_names(), " or a path to a config.json");
+}
+
+const char* llama_config_names() {
+  return "tiny, small, 1b, 7b";
+}
+
+LlamaConfig llama_config_from_json(const Json& json, std::string_view where) {
+  OCTET_CHECK(json.is_object(), "config", std::string(where), ": expected a JSON object");
+  // Fields HF writes that do not change the shape of a LLaMA model octet trains.
+  check_known_keys(json,
+                   {"vocab_size",
+                    "hidden_size",
+                    "intermediate_size",
+                    "num_hidden_layers",
+                    "num_attention_heads",
+                    "num_key_value_heads",
+                    "max_position_embeddings",
+                    "rms_norm_eps",
+                    "rope_theta",
+                    "tie_word_embeddings",
+                    "architectures",
+                    "model_type",
+                    "hidden_act",
+                    "torch_dtype",
+                    "initializer_range",
+                    "use_cache",
+                    "bos_token_id",
+                    "eos_token_id",
+                    "pad_token_id",
+                    "attention_bias",
+                    "attention_dropout",
+                    "mlp_bias",
+                    "pretraining_tp",
+                    "rope_scaling",
+                    "transformers_version",
+                    "head_dim"},
+                   where);
+  LlamaConfig c;
+  c.vocab_size = get_int(json, "vocab_size", where);
+  c.hidden_size = get_int(json, "hidden_size", where);
+  c.intermediate_size = get_int(json, "intermediate_size", where);
+  c.num_hidden_layers = get_int(json, "num_hidden_layers", where);
+  c.num_attention_heads = get_int(json, "num_attention_heads", where);
+  c.num_key_value_heads = get_int_or(json, "num_key_value_heads", c.num_attention_heads, where);
+  c.max_position_embeddings = get_int_or(json, "max_position_embeddings", 2048, where);
+  c.rms_norm_eps = get_number_or(json, "rms_norm_eps", 1e-6, where);
+  c.rope_theta = get_number_or(json, "rope_theta", 10000.0, where);
+  c.tie_word_embeddings = get_bool_or(json, "tie_word_embeddings", false, where);
+  const std::string w(where);
+  OCTET_CHECK(get_string_or(json, "hidden_act", "silu", where) == "silu", "config", w,
+              ": hidden_act must be \"silu\" (SwiGLU)");
+  OCTET_CHECK(!get_bool_or(json, "attention_bias", false, where), "config", w,
+              ": attention_bias must be false (LLaMA has no biases)");
+  OCTET_CHECK(!get_bool_or(json, "mlp_bias", false, where), "config", w,
+              ": mlp_bias must be false (LLaMA has no biases)");
+  if (const Json* scaling = json.find("rope_scaling")) {
+    OCTET_CHECK(scaling->is_null(), "config", w, ": rope_scaling must be null (not supported)");
+  }
+  if (const Json* hd = json.find("head_dim")) {
+    OCTET_CHECK(hd->is_null() || (c.num_attention_heads > 0 &&
+                                  hd->as_int() * c.num_attention_heads == c.hidden_size),
+                "config", w, ": head_dim must equal hidden_size / num_attention_heads");
+  }
+  c.validate(where);
+  return c;
+}
+
+Json llama_config_to_json(const LlamaConfig& c) {
+  Json j = Json::object();
+  j.set("architectures", Json::array({Json("LlamaForCausalLM")}));
+  j.set("model_type", "llama");
+  j.set("vocab_size", c.vocab_size);
+  j.set("hidden_size", c.hidden_size);
+  j.set("intermediate_size", c.intermediate_size);
+  j.set("num_hidden_layers", c.num_hidden_layers);
+  j.set("num_attention_heads", c.num_attention_heads);
+  j.set("num_key_value_heads", c.num_key_value_heads);
+  j.set("max_position_embeddings", c.max_position_embeddings);
+  j.set("rms_norm_eps", c.rms_norm_eps);
+  j.set("rope_theta", c.rope_theta);
+  j.set("tie_word_embeddings", c.tie_word_embeddings);
+  j.set("hidden_act", "silu");
+  j.set("attention_bias", false);
+  j.set("mlp_bias", false);
+  j.set("rope_scaling", nullptr);
+  j.set("torch_dtype", "float32");
+  return j;
+}
+
+LlamaConfig load_llama_config(const std::string& name_or_path) {
+  if (name_or_path.ends_with(".json") || std::filesystem::exists(name_or_path)) {
+    return llama_config_from_json(read_json_file(name_or_path), name_or_path);
+  }
+  return llama_config_by_name(name_or_path);
+}
+
+}  // namespace octet::model

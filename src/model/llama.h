@@ -1,0 +1,111 @@
+// model/llama.h: a LLaMA-style decoder (token embedding, L x [RMSNorm, attention with
+// RoPE and grouped-query heads, RMSNorm, SwiGLU MLP] with residuals, final RMSNorm,
+// LM head) with explicit forward and backward, under one precision policy.
+// defines: ModelOptions, ParamInfo, Llama
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "fp8/scaling.h"
+#include "model/config.h"
+#include "nn/linear.h"
+#include "nn/precision.h"
+
+namespace octet::model {
+
+struct ModelOptions {
+  nn::Precision precision = nn::Precision::bf16;
+  fp8::Recipe recipe;   // under fp8: the recipe of every transformer-block linear
+  int64_t batch = 1;    // sequences per micro-batch; buffers are sized for it once
+  int64_t seq_len = 0;  // 0: the config's max_position_embeddings
+  Device device;
+};
+
+// One parameter: its Hugging Face name, shape and place in the contiguous buffers.
+struct ParamInfo {
+  std::string name;
+  Shape shape;
+  int64_t offset;  // in elements
+  bool decay;      // AdamW weight decay applies (matrices), or not (norm weights)
+};
+
+// Parameters, gradients and activations each live in one buffer (DESIGN.md, Memory):
+//   master  f32 [P]  the parameters the optimizer updates
+//   working [P]      what the step computes with: the master itself under fp32, a bf16
+//                    copy under bf16/fp8 (sync_working_weights() refreshes it)
+//   grads   f32 [P]  accumulated by backward(), zeroed by zero_grads()
+// Parameters are laid out matrices first, then the norm weights, so AdamW's decayed
+// and undecayed parameters are two contiguous ranges.
+class Llama {
+ public:
+  Llama(const LlamaConfig& config, const ModelOptions& options);
+  ~Llama();
+  Llama(const Llama&) = delete;
+  Llama& operator=(const Llama&) = delete;
+
+  const LlamaConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+  int64_t tokens() const { return options_.batch * options_.seq_len; }  // T per micro-batch
+  int64_t parameter_count() const { return params_count_; }
+  int64_t decayed_count() const { return decayed_count_; }  // the first decayed_count() are decayed
+  const std::vector<ParamInfo>& params() const { return params_; }
+  const ParamInfo& param(const std::string& name) const;
+
+  Tensor master() const;
+  Tensor working() const;
+  Tensor grads() const;
+  Tensor master_view(const ParamInfo& p) const;  // f32, p's shape
+  Tensor grad_view(const ParamInfo& p) const;
+
+  // Hugging Face's LlamaForCausalLM initialisation: matrices ~ N(0, 0.02²), norm
+  // weights 1; deterministic from the seed. Also syncs the working weights.
+  void init_weights(uint64_t seed, double std = 0.02);
+  // master -> working (bf16, round to nearest even) after every optimizer step; marks the
+  // FP8 weight copies stale so the next forward re-quantizes them once.
+  void sync_working_weights();
+  void zero_grads();
+
+  // The forward pass of one micro-batch: inputs and targets i32 [batch, seq_len] on the
+  // model's device. Returns the mean cross-entropy loss (nats per token). With
+  // grad_scale != 0 it also prepares backward(): the loss gradient is
+  // grad_scale * d(sum of token losses) (1 / (T * accumulation steps) for a mean).
+  float forward(const Tensor& inputs, const Tensor& targets, float grad_scale);
+  // Accumulates d(loss)/d(parameters) into grads() for the last forward.
+  void backward();
+  // The logits of the last forward ([T, vocab], working dtype; f32 under fp32).
+  Tensor logits() const;
+
+  // Under fp8 with tensor-delayed scaling: the per-step amax/scale update of all the
+  // model's FP8 tensors in one call. A no-op otherwise.
+  void update_scaling();
+  fp8::DelayedScalingState* delayed_scaling() { return delayed_.get(); }
+  const fp8::DelayedScalingState* delayed_scaling() const { return delayed_.get(); }
+  // FP8 statistics of each transformer-block linear, by name ("layers.0.qkv", ...).
+  std::vector<std::pair<std::string, nn::Linear::Stats>> fp8_stats() const;
+
+ private:
+  struct Layer;
+  struct Activations;
+  Tensor working_view(const ParamInfo& p) const;
+  DType working_dtype() const;
+  void build_layout();
+  void bind_linears();
+
+  LlamaConfig config_;
+  ModelOptions options_;
+  std::vector<ParamInfo> params_;
+  int64_t params_count_ = 0, decayed_count_ = 0;
+  Buffer master_, working_, grads_;
+  std::unique_ptr<fp8::DelayedScalingState> delayed_;
+  std::vector<Layer> layers_;
+  std::unique_ptr<nn::Linear> lm_head_;
+  std::unique_ptr<Activations> act_;
+  Tensor inputs_, targets_;
+  float grad_scale_ = 0.0f;
+};
+
+}  // namespace octet::model

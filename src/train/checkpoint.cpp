@@ -1,0 +1,144 @@
+// train/checkpoint.cpp
+#include "train/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+
+namespace octet::train {
+namespace fs = std::filesystem;
+namespace {
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::vector<NamedTensor> model_tensors(const model::Llama& model) {
+  std::vector<NamedTensor> out;
+  for (const model::ParamInfo& p : model.params()) out.push_back({p.name, model.master_view(p)});
+  return out;
+}
+
+void fsync_directory(const std::string& dir) {
+  if (FILE* f = std::fopen(dir.c_str(), "r")) {
+    ::fsync(fileno(f));
+    std::fclose(f);
+  }
+}
+
+}  // namespace
+
+std::string save_checkpoint(const std::string& dir, const model::Llama& model, const Tensor& m,
+                            const Tensor& v, const TrainerState& state) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  OCTET_CHECK(!ec, "checkpoint", dir, ": cannot create the directory: ", ec.message());
+  const std::string name = step_name(state.step);
+  const std::string final_dir = dir + "/" + name;
+  const std::string temp_dir = final_dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(temp_dir, ec);
+  fs::create_directories(temp_dir, ec);
+  OCTET_CHECK(!ec, "checkpoint", temp_dir, ": cannot create the directory: ", ec.message());
+  try {
+    save_safetensors(temp_dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});
+    write_json_file(temp_dir + "/config.json", model::llama_config_to_json(model.config()));
+    std::vector<NamedTensor> trainer{{"adamw.m", m}, {"adamw.v", v}};
+    if (const fp8::DelayedScalingState* d = model.delayed_scaling()) {
+      trainer.push_back({"fp8.amax_history", d->history()});
+      trainer.push_back({"fp8.scale", d->scale_all()});
+    }
+    save_safetensors(temp_dir + "/trainer_state.safetensors", trainer);
+    Json js = Json::object();
+    js.set("step", state.step);
+    js.set("data_epoch", static_cast<int64_t>(state.data_position.epoch));
+    js.set("data_index", static_cast<int64_t>(state.data_position.index));
+    js.set("precision", state.precision);
+    js.set("recipe", state.recipe);
+    js.set("parameters", model.parameter_count());
+    write_json_file(temp_dir + "/trainer_state.json", js);
+    fsync_directory(temp_dir);
+    // A checkpoint of the same step written before (a re-run) is replaced whole.
+    fs::remove_all(final_dir, ec);
+    fs::rename(temp_dir, final_dir, ec);
+    OCTET_CHECK(!ec, "checkpoint", "cannot rename ", temp_dir, " to ", final_dir, ": ",
+                ec.message());
+    fsync_directory(dir);
+    write_file_atomic(dir + "/latest", name + "\n");
+  } catch (...) {
+    fs::remove_all(temp_dir, ec);
+    throw;
+  }
+  return final_dir;
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+  const std::string path = dir + "/latest";
+  OCTET_CHECK(fs::exists(path), "checkpoint", path,
+              ": no checkpoint to resume from (the file naming the latest one is missing)");
+  std::string name = read_text_file(path);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  OCTET_CHECK(!name.empty() && name.find('/') == std::string::npos, "checkpoint", path,
+              ": expected a step directory name, got '", name, "'");
+  const std::string step_dir = dir + "/" + name;
+  OCTET_CHECK(fs::is_directory(step_dir), "checkpoint", path, " names ", step_dir,
+              ", which does not exist");
+  return step_dir;
+}
+
+void load_model_weights(const std::string& step_dir, model::Llama& model) {
+  const std::string config_path = step_dir + "/config.json";
+  const model::LlamaConfig stored =
+      model::llama_config_from_json(read_json_file(config_path), config_path);
+  const model::LlamaConfig& c = model.config();
+  OCTET_CHECK(stored.vocab_size == c.vocab_size && stored.hidden_size == c.hidden_size &&
+                  stored.intermediate_size == c.intermediate_size &&
+                  stored.num_hidden_layers == c.num_hidden_layers &&
+                  stored.num_attention_heads == c.num_attention_heads &&
+                  stored.num_key_value_heads == c.num_key_value_heads &&
+                  stored.tie_word_embeddings == c.tie_word_embeddings,
+              "checkpoint", config_path, ": the checkpoint's model shape differs from this run's");
+  const SafetensorsFile file = SafetensorsFile::open(step_dir + "/model.safetensors");
+  for (const model::ParamInfo& p : model.params()) {
+    OCTET_CHECK(file.contains(p.name), "checkpoint", file.path(), ": tensor '", p.name,
+                "' is missing");
+    file.read(p.name, model.master_view(p));
+  }
+  model.sync_working_weights();
+}
+
+TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, const Tensor& m,
+                             const Tensor& v) {
+  load_model_weights(step_dir, model);
+  const SafetensorsFile file = SafetensorsFile::open(step_dir + "/trainer_state.safetensors");
+  file.read("adamw.m", m);
+  file.read("adamw.v", v);
+  if (fp8::DelayedScalingState* d = model.delayed_scaling()) {
+    file.read("fp8.amax_history", d->history());
+    file.read("fp8.scale", d->scale_all());
+    d->refresh_scale_inv();
+  }
+  const std::string json_path = step_dir + "/trainer_state.json";
+  const Json js = read_json_file(json_path);
+  check_known_keys(js, {"step", "data_epoch", "data_index", "precision", "recipe", "parameters"},
+                   json_path);
+  TrainerState s;
+  s.step = get_int(js, "step", json_path);
+  s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
+  s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
+  s.precision = get_string(js, "precision", json_path);
+  s.recipe = get_string(js, "recipe", json_path);
+  OCTET_CHECK(get_int(js, "parameters", json_path) == model.parameter_count(), "checkpoint",
+              json_path, ": parameters disagrees with the model");
+  return s;
+}
+
+}  // namespace octet::train

@@ -1,0 +1,258 @@
+// train/trainer.cpp: the training loop, one optimizer step at a time.
+#include "train/trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+#include "data/synthetic.h"
+#include "fp8/recipe.h"
+#include "kernels/optimizer.h"
+#include "train/checkpoint.h"
+
+namespace octet::train {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void request_stop() {
+  g_stop.store(true);
+}
+bool stop_requested() {
+  return g_stop.load();
+}
+void clear_stop_request() {
+  g_stop.store(false);
+}
+
+double lr_at(const TrainConfig& c, int64_t step) {
+  if (c.warmup > 0 && step <= c.warmup) return c.lr * static_cast<double>(step) / c.warmup;
+  const double span = static_cast<double>(std::max<int64_t>(1, c.steps - c.warmup));
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / span);
+  const double min_lr = c.lr * c.min_lr_ratio;
+  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(3.141592653589793 * progress));
+}
+
+Trainer::Trainer(const TrainConfig& config) : config_(config) {
+  const Device device = device_from_name(config.device);
+  OCTET_CHECK(config.batch > 0 && config.grad_accum > 0 && config.steps >= 0, "train",
+              "batch and grad_accum must be positive and steps >= 0");
+  model::LlamaConfig mc = model::load_llama_config(config.model);
+  model::ModelOptions options;
+  options.precision = config.precision;
+  options.recipe = fp8::recipe_from_name(config.recipe);
+  options.batch = config.batch;
+  options.seq_len = config.seq_len;
+  options.device = device;
+  model_ = std::make_unique<model::Llama>(mc, options);
+  const int64_t seq = model_->options().seq_len;
+
+  // Data: the loaders run on the host; batches are copied to the device.
+  data::LoaderConfig train_lc{config.batch, seq, config.seed, true, 0, 1};
+  data::LoaderConfig val_lc{config.batch, seq, config.seed, false, 0, 1};
+  if (config.data.source == "synthetic") {
+    data::MarkovConfig markov;
+    markov.vocab =
+        static_cast<int>(config.data.markov_vocab > 0 ? config.data.markov_vocab : mc.vocab_size);
+    OCTET_CHECK(markov.vocab <= mc.vocab_size, "train", "--markov-vocab ", markov.vocab,
+                " exceeds the model's vocab_size ", mc.vocab_size);
+    markov.order = config.data.markov_order;
+    markov.support_min = config.data.markov_support_min;
+    markov.support_max = config.data.markov_support_max;
+    markov.seed = config.data.markov_seed;
+    const data::MarkovSource source(markov);
+    loss_floor_ = source.loss_floor_nats(seq);
+    data::SyntheticSplit split =
+        data::synthetic_split(source, config.data.train_tokens, config.data.val_tokens);
+    const auto vocab = static_cast<uint32_t>(mc.vocab_size);
+    train_loader_ = std::make_unique<data::TokenLoader>(std::move(split.train), vocab, train_lc);
+    val_loader_ = std::make_unique<data::TokenLoader>(std::move(split.val), vocab, val_lc);
+  } else {
+    train_loader_ = std::make_unique<data::TokenLoader>(
+        data::find_shards(config.data.source, "train"), train_lc);
+    val_loader_ =
+        std::make_unique<data::TokenLoader>(data::find_shards(config.data.source, "val"), val_lc);
+    OCTET_CHECK(train_loader_->vocab_size() <= mc.vocab_size, "train", config.data.source,
+                ": the shards' vocabulary (", train_loader_->vocab_size(),
+                ") exceeds the model's vocab_size (", mc.vocab_size, ")");
+  }
+
+  const int64_t p = model_->parameter_count(), t = model_->tokens();
+  m_ = Buffer::for_tensor(device, DType::f32, {p});
+  v_ = Buffer::for_tensor(device, DType::f32, {p});
+  zero_bytes(m_.data(), device, m_.bytes());
+  zero_bytes(v_.data(), device, v_.bytes());
+  batch_ = Buffer(device, static_cast<size_t>(2 * t) * 4);
+  inputs_ = batch_.view(DType::i32, {config.batch, seq}, 0);
+  targets_ = batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
+  scalar_ = Buffer(device, 4);
+
+  if (config.resume) {
+    OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
+    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
+                                           m_.tensor(DType::f32, {p}), v_.tensor(DType::f32, {p}));
+    OCTET_CHECK(s.precision == nn::precision_name(config.precision) &&
+                    s.recipe == fp8::recipe_from_name(config.recipe).str(),
+                "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
+                s.precision, " and recipe ", s.recipe, "; resume with the same settings");
+    step_ = s.step;
+    train_loader_->seek(s.data_position);
+  } else {
+    model_->init_weights(config.seed);
+  }
+  if (!config.metrics.empty()) {
+    metrics_ = std::fopen(config.metrics.c_str(), config.resume ? "a" : "w");
+    OCTET_CHECK(metrics_ != nullptr, "train", config.metrics, ": cannot open the metrics file");
+  }
+}
+
+Trainer::~Trainer() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+// One batch from a host loader onto the model's device.
+static void load_batch(data::TokenLoader& loader, const Tensor& inputs, const Tensor& targets) {
+  if (inputs.device.is_cpu()) return loader.next(inputs, targets);
+  OCTET_FAIL("train", "training on CUDA arrives with the CUDA training step");
+}
+
+StepRecord Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  model::Llama& m = *model_;
+  const int64_t p = m.parameter_count();
+  m.zero_grads();
+  const float grad_scale = 1.0f / static_cast<float>(m.tokens() * config_.grad_accum);
+  double loss = 0.0;
+  for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
+    load_batch(*train_loader_, inputs_, targets_);
+    loss += m.forward(inputs_, targets_, grad_scale) / static_cast<double>(config_.grad_accum);
+    m.backward();
+  }
+  ++step_;
+
+  // Global gradient norm and clipping, folded into AdamW's gradient scale.
+  const Tensor grads = m.grads();
+  kernels::sum_of_squares(grads, scalar_.tensor(DType::f32, {1}));
+  float sum_sq = 0.0f;
+  copy_bytes(&sum_sq, Device::cpu(), scalar_.data(), scalar_.device(), 4);
+  const double norm = std::sqrt(static_cast<double>(sum_sq));
+  const double clip =
+      config_.grad_clip > 0.0 && norm > config_.grad_clip ? config_.grad_clip / norm : 1.0;
+
+  kernels::AdamWStep s;
+  s.lr = static_cast<float>(lr_at(config_, step_));
+  s.beta1 = static_cast<float>(config_.beta1);
+  s.beta2 = static_cast<float>(config_.beta2);
+  s.eps = static_cast<float>(config_.eps);
+  s.step = step_;
+  s.grad_scale = static_cast<float>(clip);
+  // Matrices (decayed) and norm weights (not) are two contiguous ranges.
+  const int64_t nd = m.decayed_count();
+  auto range = [&](const Buffer& b, int64_t begin, int64_t end) {
+    return b.view(DType::f32, {end - begin}, static_cast<size_t>(begin) * 4);
+  };
+  const Tensor all = m.master();
+  auto part = [&](const Tensor& t, int64_t begin, int64_t end) {
+    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+  };
+  s.weight_decay = static_cast<float>(config_.weight_decay);
+  kernels::adamw_step(part(all, 0, nd), part(grads, 0, nd), range(m_, 0, nd), range(v_, 0, nd), s);
+  s.weight_decay = 0.0f;
+  kernels::adamw_step(part(all, nd, p), part(grads, nd, p), range(m_, nd, p), range(v_, nd, p), s);
+  m.sync_working_weights();
+  m.update_scaling();
+
+  StepRecord r;
+  r.step = step_;
+  r.loss = loss;
+  r.lr = s.lr;
+  r.grad_norm = norm;
+  r.tokens_per_s = static_cast<double>(m.tokens() * config_.grad_accum) / seconds_since(t0);
+  return r;
+}
+
+double Trainer::evaluate() {
+  val_loader_->seek({0, 0});
+  double sum = 0.0;
+  const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
+  for (int64_t i = 0; i < batches; ++i) {
+    load_batch(*val_loader_, inputs_, targets_);
+    sum += model_->forward(inputs_, targets_, 0.0f);
+  }
+  return sum / static_cast<double>(batches);
+}
+
+std::string Trainer::save() {
+  OCTET_CHECK(!config_.out_dir.empty(), "train", "no --out directory to write checkpoints to");
+  const int64_t p = model_->parameter_count();
+  TrainerState s;
+  s.step = step_;
+  s.data_position = train_loader_->position();
+  s.precision = nn::precision_name(config_.precision);
+  s.recipe = fp8::recipe_from_name(config_.recipe).str();
+  return save_checkpoint(config_.out_dir, *model_, m_.tensor(DType::f32, {p}),
+                         v_.tensor(DType::f32, {p}), s);
+}
+
+void Trainer::write_metrics(const StepRecord& r) {
+  if (!metrics_) return;
+  std::fprintf(metrics_,
+               "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"tokens_per_s\":%.6g,\"grad_norm\":%.9g",
+               static_cast<long long>(r.step), r.loss, r.lr, r.tokens_per_s, r.grad_norm);
+  if (r.val_loss) {
+    std::fprintf(metrics_, ",\"val_loss\":%.9g", *r.val_loss);
+    const auto stats = model_->fp8_stats();
+    if (!stats.empty()) {
+      std::fprintf(metrics_, ",\"fp8\":{");
+      for (size_t i = 0; i < stats.size(); ++i) {
+        std::fprintf(metrics_, "%s\"%s\":%s", i ? "," : "", stats[i].first.c_str(),
+                     stats[i].second.layer.json().c_str());
+      }
+      std::fprintf(metrics_, "}");
+    }
+  }
+  std::fprintf(metrics_, "}\n");
+  std::fflush(metrics_);
+}
+
+std::vector<StepRecord> Trainer::run() {
+  std::vector<StepRecord> records;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first = step_;
+  while (step_ < config_.steps && !stop_requested()) {
+    StepRecord r = train_step();
+    const bool last = step_ == config_.steps;
+    if ((config_.eval_every > 0 && step_ % config_.eval_every == 0) || last)
+      r.val_loss = evaluate();
+    write_metrics(r);
+    if (!config_.quiet && (step_ % config_.log_every == 0 || last || r.val_loss)) {
+      const double elapsed = seconds_since(t0);
+      const double left =
+          elapsed / static_cast<double>(step_ - first) * static_cast<double>(config_.steps - step_);
+      std::printf("step %6lld/%lld  loss %.4f  lr %.2e  %8.0f tok/s  %5.0fs left",
+                  static_cast<long long>(step_), static_cast<long long>(config_.steps), r.loss,
+                  r.lr, r.tokens_per_s, left);
+      if (r.val_loss) std::printf("  val %.4f", *r.val_loss);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    records.push_back(r);
+    if (on_step) on_step(r);
+    if (!config_.out_dir.empty() && config_.checkpoint_every > 0 &&
+        step_ % config_.checkpoint_every == 0 && !last) {
+      save();
+    }
+  }
+  if (!config_.out_dir.empty() && step_ > first) save();
+  return records;
+}
+
+}  // namespace octet::train

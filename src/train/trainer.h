@@ -1,0 +1,72 @@
+// train/trainer.h: the training loop: micro-batches with gradient accumulation, global
+// gradient clipping, AdamW on fp32 master weights, the cosine schedule, evaluation on
+// the held-out split, metrics, checkpoints, and a clean stop on Ctrl-C.
+// defines: StepRecord, Trainer, request_stop
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/buffer.h"
+#include "data/loader.h"
+#include "model/llama.h"
+#include "train/config.h"
+
+namespace octet::train {
+
+// What one optimizer step reports (the metrics line of that step).
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0.0;  // mean over the step's micro-batches
+  double lr = 0.0;
+  double grad_norm = 0.0;  // before clipping
+  double tokens_per_s = 0.0;
+  std::optional<double> val_loss;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainConfig& config);
+  ~Trainer();
+
+  // Runs from the current step to config.steps (or until request_stop()), evaluating,
+  // writing metrics and checkpoints as configured. Returns the records of the steps run.
+  std::vector<StepRecord> run();
+  // Called after every step with its record (progress hooks, tests).
+  std::function<void(const StepRecord&)> on_step;
+  // Mean loss over config.eval_batches batches of the validation split (the same
+  // batches every time).
+  double evaluate();
+
+  int64_t step() const { return step_; }
+  model::Llama& model() { return *model_; }
+  // The synthetic corpus' best possible loss (nats per token), or nullopt for shards.
+  std::optional<double> loss_floor() const { return loss_floor_; }
+  // Writes a checkpoint now (out_dir must be set); returns its directory.
+  std::string save();
+
+ private:
+  StepRecord train_step();
+  void write_metrics(const StepRecord& r);
+
+  TrainConfig config_;
+  std::unique_ptr<model::Llama> model_;
+  std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
+  std::optional<double> loss_floor_;
+  Buffer m_, v_, batch_, scalar_;
+  Tensor inputs_, targets_;
+  int64_t step_ = 0;
+  std::FILE* metrics_ = nullptr;
+};
+
+// Asks a running Trainer::run() to stop after the current step (what Ctrl-C does); it
+// then writes a checkpoint when out_dir is set and returns.
+void request_stop();
+bool stop_requested();
+void clear_stop_request();
+
+}  // namespace octet::train

@@ -1,0 +1,142 @@
+// tests/kernels/test_rope.cpp: kernels::rope_forward/backward against a float64
+// reference with derived bounds and finite differences, for MHA and GQA layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/rope.h"
+#include "layer_testing.h"
+
+namespace octet {
+namespace {
+
+using testing::Approx;
+using testing::exact;
+
+struct RopeCase {
+  int64_t n_heads, n_kv_heads, head_dim, seq_len;
+  float theta;
+  int64_t width() const { return (n_heads + 2 * n_kv_heads) * head_dim; }
+  std::string name() const {
+    return "Hq=" + std::to_string(n_heads) + " Hkv=" + std::to_string(n_kv_heads) +
+           " hd=" + std::to_string(head_dim) + " S=" + std::to_string(seq_len);
+  }
+};
+constexpr int64_t kBatch = 2;
+const RopeCase kCases[] = {{4, 2, 8, 7, 10000.0f}, {4, 4, 16, 9, 500000.0f}};
+
+// cos and sin of p * theta^(-2i/hd) with their bounds. The exact angle is taken in
+// float64; the kernel's fp32 angle errs by (ln(theta) * 2i/hd + 4) u relative, to
+// first order: the exponent 2i/hd rounded (u, amplified by ln(theta) * 2i/hd in the
+// power), powf (1 ulp, 2u), the reciprocal (u) and the product with p (u). Then cos/sin
+// add 1 ulp (testing::cos), and bf16 activations round them to bf16 as Hugging Face does.
+struct Rotation {
+  Approx c, s;
+};
+Rotation rotation(const RopeCase& rc, int64_t position, int64_t i, DType dtype) {
+  const double exponent = 2.0 * static_cast<double>(i) / static_cast<double>(rc.head_dim);
+  const double angle = static_cast<double>(position) * std::pow(double{rc.theta}, -exponent);
+  const double rel = (std::log(double{rc.theta}) * exponent + 4.0) * testing::kU;
+  const Approx a{angle, rel * angle};
+  return {testing::round_to(dtype, testing::cos(a)), testing::round_to(dtype, testing::sin(a))};
+}
+
+// out = R(sign * angle) x on the q and k heads, v heads unchanged (exactly: bound 0).
+std::vector<Approx> reference(const RopeCase& rc, const std::vector<double>& x, DType dtype,
+                              double sign) {
+  const int64_t tokens = kBatch * rc.seq_len, width = rc.width(), half = rc.head_dim / 2;
+  std::vector<Approx> out;
+  for (double v : x) out.push_back(exact(v));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      Rotation rot = rotation(rc, t % rc.seq_len, i, dtype);
+      rot.s = sign < 0 ? -rot.s : rot.s;
+      for (int64_t h = 0; h < rc.n_heads + rc.n_kv_heads; ++h) {
+        const int64_t at = t * width + h * rc.head_dim + i;
+        const Approx x1 = exact(x[at]), x2 = exact(x[at + half]);
+        out[at] = testing::round_to(dtype, x1 * rot.c - x2 * rot.s);
+        out[at + half] = testing::round_to(dtype, x2 * rot.c + x1 * rot.s);
+      }
+    }
+  }
+  return out;
+}
+
+class RopeOnDevice : public ::testing::TestWithParam<Device> {};
+
+TEST_P(RopeOnDevice, ForwardAndBackwardMatchFloat64AndLeaveVUntouched) {
+  const Device device = GetParam();
+  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  testing::Rng rng(testing::fresh_seed());
+  for (const RopeCase& rc : kCases) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const int64_t tokens = kBatch * rc.seq_len;
+      const std::string what = rc.name() + " " + dtype_name(dtype);
+      std::vector<double> x = testing::uniform(tokens * rc.width(), -2, 2, rng);
+      const auto xt = testing::upload(device, dtype, {kBatch, rc.seq_len, rc.width()}, x);
+      kernels::rope_forward(xt.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
+                            rc.theta);
+      // Tolerance: Approx's running bound of x1 c - x2 s (and x2 c + x1 s) with the
+      // bounds of c and s above; 2^-8 relative for a bf16 result.
+      testing::expect_within(testing::download(xt.tensor), reference(rc, x, dtype, 1.0),
+                             what + " forward");
+      const auto gt = testing::upload(device, dtype, {tokens, rc.width()}, x);
+      kernels::rope_backward(gt.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
+                             rc.theta);
+      testing::expect_within(testing::download(gt.tensor), reference(rc, x, dtype, -1.0),
+                             what + " backward");
+    }
+  }
+}
+
+TEST_P(RopeOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
+  const Device device = GetParam();
+  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  testing::Rng rng(testing::fresh_seed());
+  for (const RopeCase& rc : kCases) {
+    const int64_t n = kBatch * rc.seq_len * rc.width();
+    std::vector<double> x = testing::uniform(n, -1, 1, rng), r = testing::uniform(n, -1, 1, rng);
+    testing::round_in_place(DType::f32, x);
+    const auto rt = testing::upload(device, DType::f32, {kBatch * rc.seq_len, rc.width()}, r);
+    kernels::rope_backward(rt.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len, rc.theta);
+    auto forward = [&](const std::vector<double>& xs) {
+      const auto t = testing::upload(device, DType::f32, {kBatch * rc.seq_len, rc.width()}, xs);
+      kernels::rope_forward(t.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len, rc.theta);
+      return testing::download(t.tensor);
+    };
+    std::vector<double> out_bound, grad_bound;
+    for (const Approx& a : reference(rc, x, DType::f32, 1.0)) out_bound.push_back(a.e);
+    for (const Approx& a : reference(rc, r, DType::f32, -1.0)) grad_bound.push_back(a.e);
+    // The rotation is linear in x: no truncation term, only rounding (see the helper).
+    testing::expect_gradient_matches_finite_differences(x, forward, r, out_bound,
+                                                        testing::download(rt.tensor), grad_bound,
+                                                        0x1p-6, "rope " + rc.name());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, RopeOnDevice, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+TEST(RopeErrors, BadShapesAndCudaAreRefused) {
+  const Device cpu = Device::cpu();
+  const auto qkv = testing::upload(cpu, DType::f32, {6, 64}, std::vector<double>(6 * 64));
+  testing::expect_op_error([&] { kernels::rope_forward(qkv.tensor, 4, 2, 8, 4, 1e4f); },
+                           "rope_forward", "are not whole sequences of seq_len=4");
+  testing::expect_op_error([&] { kernels::rope_forward(qkv.tensor, 4, 3, 8, 3, 1e4f); },
+                           "rope_forward", "qkv must be f32 or bf16 [6, 80]");
+  testing::expect_op_error([&] { kernels::rope_backward(qkv.tensor, 2, 1, 15, 3, 1e4f); },
+                           "rope_backward", "head_dim=15 must be positive and even");
+  testing::expect_op_error([&] { kernels::rope_forward(qkv.tensor, 4, 2, 8, 3, 0.0f); },
+                           "rope_forward", "theta must be finite and > 0");
+  Tensor on_cuda = qkv.tensor;
+  on_cuda.device = Device::cuda(0);
+  testing::expect_op_error([&] { kernels::rope_forward(on_cuda, 4, 2, 8, 3, 1e4f); },
+                           "rope_forward", "has no CUDA implementation yet");
+  testing::expect_op_error([&] { kernels::rope_backward(on_cuda, 4, 2, 8, 3, 1e4f); },
+                           "rope_backward", "has no CUDA implementation yet");
+}
+
+}  // namespace
+}  // namespace octet

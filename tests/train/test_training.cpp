@@ -1,0 +1,174 @@
+// tests/train/test_training.cpp: the trainer end to end on the CPU: convergence to the
+// synthetic corpus' entropy floor under fp32, bf16 and fp8, exact resume, and bad input
+// that must be refused without damaging an existing checkpoint.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace octet::train {
+namespace {
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("octet-train-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// tiny with a 64-token vocabulary: learns the order-1 Markov corpus in a few hundred steps.
+std::string write_tiny64(const TempDir& dir) {
+  const std::string path = dir / "tiny64.json";
+  std::ofstream(path) << R"({"vocab_size": 64, "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 64})";
+  return path;
+}
+
+TrainConfig tiny_run(const std::string& model, nn::Precision precision, int64_t steps) {
+  TrainConfig c;
+  c.model = model;
+  c.precision = precision;
+  c.steps = steps;
+  c.lr = 1e-2;
+  c.warmup = 20;
+  c.eval_every = 0;
+  c.quiet = true;
+  c.data.train_tokens = 1 << 18;
+  c.data.val_tokens = 1 << 14;
+  return c;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Training, Fp32Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16) {
+  TempDir dir;
+  const std::string model = write_tiny64(dir);
+  double val[3] = {0, 0, 0};
+  double floor = 0;
+  const nn::Precision precisions[3] = {nn::Precision::fp32, nn::Precision::bf16,
+                                       nn::Precision::fp8};
+  for (int i = 0; i < 3; ++i) {
+    Trainer trainer(tiny_run(model, precisions[i], 300));
+    const auto records = trainer.run();
+    ASSERT_FALSE(records.empty());
+    ASSERT_TRUE(records.back().val_loss.has_value());
+    val[i] = *records.back().val_loss;
+    floor = *trainer.loss_floor();
+    std::printf("[ result   ] %s val_loss %.4f (floor %.4f)\n", nn::precision_name(precisions[i]),
+                val[i], floor);
+  }
+  // The issue's criteria: every precision within 5% of the floor (no model beats the
+  // floor on average; the validation estimate over 8 x 512 tokens has a standard error
+  // of about 0.02 nats, inside the 5% = 0.06 nats margin), and fp8 within 1% of bf16.
+  for (int i = 0; i < 3; ++i) EXPECT_LE(val[i], 1.05 * floor) << nn::precision_name(precisions[i]);
+  EXPECT_LE(std::abs(val[2] - val[1]), 0.01 * val[1]);
+}
+
+TEST(Training, ResumingAfterCtrlCContinuesWithTheSameLosses) {
+  TempDir dir;
+  const std::string model = write_tiny64(dir);
+  // fp8 with delayed scaling: the run with the most state to carry over (AdamW moments,
+  // data position, amax histories and scales).
+  TrainConfig c = tiny_run(model, nn::Precision::fp8, 16);
+  c.recipe = "tensor-delayed";
+  c.eval_every = 4;
+
+  std::vector<double> straight;
+  {
+    Trainer trainer(c);
+    for (const StepRecord& r : trainer.run()) straight.push_back(r.loss);
+  }
+  c.out_dir = dir / "ckpt";
+  {
+    Trainer trainer(c);
+    trainer.on_step = [](const StepRecord& r) {
+      if (r.step == 7) request_stop();  // what Ctrl-C does
+    };
+    trainer.run();
+    clear_stop_request();
+    EXPECT_EQ(trainer.step(), 7);
+  }
+  c.resume = true;
+  Trainer resumed(c);
+  EXPECT_EQ(resumed.step(), 7);
+  std::vector<double> rest;
+  for (const StepRecord& r : resumed.run()) rest.push_back(r.loss);
+  ASSERT_EQ(rest.size(), 9u);
+  // Equal, not close: the resumed run must replay the same arithmetic.
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], straight[7 + i]) << "step " << 8 + i;
+}
+
+TEST(Training, BadInputIsRefusedAndLeavesTheCheckpointIntact) {
+  TempDir dir;
+  const std::string model = write_tiny64(dir);
+  TrainConfig c = tiny_run(model, nn::Precision::bf16, 2);
+  c.out_dir = dir / "ckpt";
+  { Trainer(c).run(); }
+  const std::string step_dir = latest_checkpoint(c.out_dir);
+  const std::string weights = step_dir + "/model.safetensors";
+  const std::string before = file_bytes(weights);
+
+  auto expect_error = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // Resuming where there is no checkpoint names the missing file.
+  TrainConfig none = c;
+  none.out_dir = dir / "empty";
+  none.resume = true;
+  expect_error([&] { Trainer t(none); }, "latest");
+  // Resuming with another precision is refused.
+  TrainConfig other = c;
+  other.resume = true;
+  other.precision = nn::Precision::fp8;
+  expect_error([&] { Trainer t(other); }, "--precision");
+  // An unknown config field and an impossible shape name the file and the field.
+  std::ofstream(dir / "typo.json") << R"({"vocab_size": 64, "hiden_size": 64})";
+  TrainConfig typo = c;
+  typo.model = dir / "typo.json";
+  expect_error([&] { Trainer t(typo); }, "hiden_size");
+  std::ofstream(dir / "heads.json") << R"({"vocab_size": 64, "hidden_size": 64,
+    "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 5})";
+  TrainConfig heads = c;
+  heads.model = dir / "heads.json";
+  expect_error([&] { Trainer t(heads); }, "num_attention_heads");
+  // A truncated copy of the checkpoint is refused, naming the file.
+  const std::string broken = dir / "broken";
+  fs::create_directories(broken);
+  fs::copy(step_dir, broken + "/step_00000002");
+  std::ofstream(broken + "/latest") << "step_00000002\n";
+  fs::resize_file(broken + "/step_00000002/model.safetensors", before.size() / 2);
+  TrainConfig truncated = c;
+  truncated.out_dir = broken;
+  truncated.resume = true;
+  expect_error([&] { Trainer t(truncated); }, "model.safetensors");
+  // None of this touched the good checkpoint.
+  EXPECT_EQ(file_bytes(weights), before);
+  EXPECT_EQ(latest_checkpoint(c.out_dir), step_dir);
+}
+
+}  // namespace
+}  // namespace octet::train
