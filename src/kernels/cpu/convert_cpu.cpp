@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
 namespace {
@@ -156,40 +157,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2")))
 }
 #endif
 
-// Levels in increasing order; OCTET_CPU_ISA caps the level (for tests and for
-// comparing variants), like oneDNN's ONEDNN_MAX_CPU_ISA.
-enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
-
-Isa hardware_isa() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2"))
-    return Isa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2"))
-    return Isa::avx2;
-#endif
-  return Isa::baseline;
-}
-
-Isa requested_isa() {
-  // Read on each call (cheap next to any array worth converting) so that a test
-  // can switch variants within one process.
-  const char* env = std::getenv("OCTET_CPU_ISA");
-  if (env == nullptr || *env == '\0') return Isa::avx512;
-  const std::string_view name(env);
-  if (name == "baseline") return Isa::baseline;
-  if (name == "avx2") return Isa::avx2;
-  if (name == "avx512") return Isa::avx512;
-  OCTET_FAIL("convert", "OCTET_CPU_ISA='", name, "' is not one of baseline, avx2, avx512");
-}
-
 SpanFn pick_span() {
-  static const Isa hardware = hardware_isa();
-  const Isa isa = std::min(hardware, requested_isa());
+  const Isa isa = usable_isa("convert");
 #if defined(__x86_64__) && defined(__GNUC__)
   if (isa == Isa::avx512) return span_avx512;
   if (isa == Isa::avx2) return span_avx2;

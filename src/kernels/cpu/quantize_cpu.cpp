@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
 namespace {
@@ -402,37 +403,8 @@ OCTET_QUANTIZE_VARIANT(
 #endif
 #undef OCTET_QUANTIZE_VARIANT
 
-// The levels and the OCTET_CPU_ISA cap are those of convert_cpu.cpp.
-enum class Isa : int { baseline = 0, avx2 = 1, avx512 = 2 };
-
-Isa hardware_isa() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
-  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return Isa::avx512;
-  if (avx2) return Isa::avx2;
-#endif
-  return Isa::baseline;
-}
-
 const Kernels& pick_kernels() {
-  static const Isa hardware = hardware_isa();
-  Isa isa = Isa::avx512;
-  const char* env = std::getenv("OCTET_CPU_ISA");
-  if (env != nullptr && *env != '\0') {
-    const std::string_view name(env);
-    if (name == "baseline") {
-      isa = Isa::baseline;
-    } else if (name == "avx2") {
-      isa = Isa::avx2;
-    } else if (name != "avx512") {
-      OCTET_FAIL("quantize", "OCTET_CPU_ISA='", name, "' is not one of baseline, avx2, avx512");
-    }
-  }
-  isa = std::min(hardware, isa);
+  const Isa isa = usable_isa("quantize");
 #if defined(__x86_64__) && defined(__GNUC__)
   if (isa == Isa::avx512) return kKernels_avx512;
   if (isa == Isa::avx2) return kKernels_avx2;
