@@ -148,8 +148,11 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   layers_.reserve(config_.num_hidden_layers);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const int base = static_cast<int>(12 * l);
-    layers_.push_back(Layer{linear(d, config_.qkv_size(), base), linear(d, d, base + 3),
-                            linear(d, 2 * f, base + 6), linear(f, d, base + 9)});
+    Layer& layer = layers_.emplace_back();
+    layer.qkv = linear(d, config_.qkv_size(), base);
+    layer.o = linear(d, d, base + 3);
+    layer.gate_up = linear(d, 2 * f, base + 6);
+    layer.down = linear(f, d, base + 9);  // the norm weights are bound in bind_linears()
   }
   nn::LinearConfig head{
       d, config_.vocab_size, false, t, fp8 ? nn::Precision::bf16 : options_.precision, {}, device};
