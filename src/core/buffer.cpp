@@ -23,6 +23,7 @@ Buffer::Buffer(Device device, size_t bytes) : bytes_(bytes), device_(device) {
   } else {
     data_ = detail::cuda_alloc(device.index, bytes);
   }
+  detail::count_allocation(device, bytes);
 }
 
 Buffer::~Buffer() {
@@ -46,6 +47,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::release() {
   if (data_ == nullptr) return;
+  detail::count_release(device_, bytes_);
   if (device_.is_cpu()) {
     std::free(data_);
   } else {

@@ -1,6 +1,7 @@
 // core/device.cpp
 #include "core/device.h"
 
+#include <atomic>
 #include <charconv>
 
 #include "core/device_backend.h"
@@ -34,6 +35,50 @@ int cuda_device_count() {
 }
 void cuda_synchronize() {
   detail::cuda_sync();
+}
+void* cuda_stream() {
+  return detail::cuda_stream();
+}
+void set_cuda_stream(void* stream) {
+  detail::cuda_set_stream(stream);
+}
+
+namespace {
+constexpr int kTrackedDevices = 17;  // the CPU and cuda:0..15
+struct MemoryCounter {
+  std::atomic<size_t> in_use{0}, peak{0};
+};
+MemoryCounter& counter(Device device) {
+  static MemoryCounter counters[kTrackedDevices];
+  const int i = device.is_cpu() ? 0 : 1 + device.index;
+  OCTET_CHECK(i >= 0 && i < kTrackedDevices, "device", "device ", device_name(device),
+              " is beyond the ", kTrackedDevices - 1, " CUDA devices octet tracks");
+  return counters[i];
+}
+}  // namespace
+
+namespace detail {
+void count_allocation(Device device, size_t bytes) {
+  MemoryCounter& c = counter(device);
+  const size_t now = c.in_use.fetch_add(bytes) + bytes;
+  size_t peak = c.peak.load();
+  while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
+  }
+}
+void count_release(Device device, size_t bytes) noexcept {
+  counter(device).in_use.fetch_sub(bytes);
+}
+}  // namespace detail
+
+size_t device_bytes_in_use(Device device) {
+  return counter(device).in_use.load();
+}
+size_t device_peak_bytes(Device device) {
+  return counter(device).peak.load();
+}
+void reset_device_peak_bytes(Device device) {
+  MemoryCounter& c = counter(device);
+  c.peak.store(c.in_use.load());
 }
 
 }  // namespace octet

@@ -4,6 +4,7 @@
 //          cuda_device_count, cuda_available, cuda_synchronize
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,16 @@ inline bool cuda_available() {
 }
 // Waits for all work on the current CUDA device; a no-op without CUDA.
 void cuda_synchronize();
+
+// The CUDA stream (a cudaStream_t) on which every octet kernel, copy and GEMM is queued:
+// the legacy default stream unless set (a step captured into a CUDA graph sets its own).
+void* cuda_stream();
+void set_cuda_stream(void* stream);
+
+// Bytes of Buffer memory allocated on a device now and at most since the last reset
+// (what `octet bench` reports as peak memory: octet allocates everything as Buffers).
+size_t device_bytes_in_use(Device device);
+size_t device_peak_bytes(Device device);
+void reset_device_peak_bytes(Device device);
 
 }  // namespace octet

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "core/device.h"
+
 namespace octet::detail {
 
 void* cuda_alloc(int device, size_t bytes);  // throws octet::Error on failure
@@ -15,6 +17,12 @@ void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_devic
 void cuda_zero(void* dst, size_t bytes);
 int cuda_count() noexcept;
 void cuda_sync();
+void* cuda_stream() noexcept;  // the stream every octet kernel, copy and GEMM runs on
+void cuda_set_stream(void* stream) noexcept;
 bool cuda_in_build() noexcept;
+
+// Buffer's memory accounting (core/device.cpp).
+void count_allocation(Device device, size_t bytes);
+void count_release(Device device, size_t bytes) noexcept;
 
 }  // namespace octet::detail

@@ -29,16 +29,31 @@ void cuda_free(int device, void* ptr) noexcept {
   cudaFree(ptr);
 }
 
+namespace {
+cudaStream_t current_stream = nullptr;  // the legacy default stream until set_cuda_stream
+}  // namespace
+
+void* cuda_stream() noexcept {
+  return current_stream;
+}
+void cuda_set_stream(void* stream) noexcept {
+  current_stream = static_cast<cudaStream_t>(stream);
+}
+
+// Copies are queued on octet's stream so that they never drain the GPU: host to device
+// from pageable memory returns once the source is staged, device to device runs in
+// stream order, and only device to host waits (the caller reads the bytes next).
 void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
   if (bytes == 0) return;
   const cudaMemcpyKind kind =
       dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                     : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-  check(cudaMemcpy(dst, src, bytes, kind), "copy", "cudaMemcpy");
+  check(cudaMemcpyAsync(dst, src, bytes, kind, current_stream), "copy", "cudaMemcpyAsync");
+  if (!dst_on_device) check(cudaStreamSynchronize(current_stream), "copy", "cudaStreamSynchronize");
 }
 
 void cuda_zero(void* dst, size_t bytes) {
-  check(cudaMemset(dst, 0, bytes), "zero", "cudaMemset");
+  check(cudaMemsetAsync(dst, 0, bytes, current_stream), "zero", "cudaMemsetAsync");
 }
 
 int cuda_count() noexcept {

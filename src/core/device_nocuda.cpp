@@ -27,6 +27,10 @@ int cuda_count() noexcept {
   return 0;
 }
 void cuda_sync() {}
+void* cuda_stream() noexcept {
+  return nullptr;
+}
+void cuda_set_stream(void*) noexcept {}
 bool cuda_in_build() noexcept {
   return false;
 }

@@ -7,15 +7,15 @@
 namespace octet::kernels {
 namespace {
 
-cpu::AttentionDims validate(const char* op, const Tensor& qkv, int64_t batch, int64_t seq_len,
-                            int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                            const Tensor& workspace) {
+AttentionDims validate(const char* op, const Tensor& qkv, int64_t batch, int64_t seq_len,
+                       int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                       const Tensor& workspace) {
   OCTET_CHECK(batch >= 0 && seq_len > 0 && head_dim > 0, op, "batch=", batch, ", seq_len=", seq_len,
               " and head_dim=", head_dim, " must be positive");
   OCTET_CHECK(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, op, "n_heads=", n_heads,
               " is not a positive multiple of n_kv_heads=", n_kv_heads,
               " (each kv head serves n_heads / n_kv_heads q heads)");
-  const cpu::AttentionDims d{batch, seq_len, n_heads, n_kv_heads, head_dim};
+  const AttentionDims d{batch, seq_len, n_heads, n_kv_heads, head_dim};
   check_activation(op, "qkv", qkv, batch * seq_len, (n_heads + 2 * n_kv_heads) * head_dim,
                    qkv.device);
   const size_t need = cpu::attention_workspace_bytes(seq_len, head_dim, 1);
@@ -41,7 +41,7 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
                        int64_t seq_len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                        const Tensor& workspace) {
   constexpr const char* op = "attention_forward";
-  const cpu::AttentionDims d =
+  const AttentionDims d =
       validate(op, qkv, batch, seq_len, n_heads, n_kv_heads, head_dim, workspace);
   const int64_t tokens = batch * seq_len;
   check_activation(op, "out", out, tokens, n_heads * head_dim, qkv.device);
@@ -59,7 +59,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
                         const Tensor& dqkv, int64_t batch, int64_t seq_len, int64_t n_heads,
                         int64_t n_kv_heads, int64_t head_dim, const Tensor& workspace) {
   constexpr const char* op = "attention_backward";
-  const cpu::AttentionDims d =
+  const AttentionDims d =
       validate(op, qkv, batch, seq_len, n_heads, n_kv_heads, head_dim, workspace);
   const int64_t tokens = batch * seq_len;
   check_activation(op, "dout", dout, tokens, n_heads * head_dim, qkv.device);

@@ -7,7 +7,7 @@
 namespace octet::kernels {
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& step) {
+                const AdamWStep& step, const Tensor& grad_sum_sq) {
   for (const Tensor* t : {&param, &grad, &m, &v}) {
     OCTET_CHECK(t->dtype == DType::f32 && t->numel() == param.numel() && t->device == param.device,
                 "adamw", "param, grad, m and v must be f32 with ", param.numel(), " elements on ",
@@ -16,9 +16,16 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   OCTET_CHECK(step.step >= 1, "adamw", "step counts from 1, got ", step.step);
   OCTET_CHECK(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f && step.beta2 < 1.0f,
               "adamw", "betas must be in [0, 1), got ", step.beta1, " and ", step.beta2);
+  if (step.max_grad_norm > 0.0f) {
+    OCTET_CHECK(grad_sum_sq.dtype == DType::f32 && grad_sum_sq.numel() == 1 &&
+                    grad_sum_sq.device == param.device && grad_sum_sq.data != nullptr,
+                "adamw", "clipping (max_grad_norm=", step.max_grad_norm,
+                ") needs the gradients' sum of squares as f32[1] on ", device_name(param.device),
+                ", got ", grad_sum_sq.str());
+  }
   if (param.numel() == 0) return;
-  if (param.device.is_cpu()) return cpu::adamw_step(param, grad, m, v, step);
-  OCTET_FAIL("adamw", "has no CUDA implementation yet (it arrives with the CUDA training step)");
+  if (param.device.is_cpu()) return cpu::adamw_step(param, grad, m, v, step, grad_sum_sq);
+  OCTET_CUDA_RETURN("adamw", adamw_step, param, grad, m, v, step, grad_sum_sq);
 }
 
 void sum_of_squares(const Tensor& x, const Tensor& out) {
@@ -28,8 +35,16 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
               "sum_of_squares", "out must be f32[1] on ", device_name(x.device), ", got ",
               out.str());
   if (x.device.is_cpu()) return cpu::sum_of_squares(x, out);
-  OCTET_FAIL("sum_of_squares",
-             "has no CUDA implementation yet (it arrives with the CUDA training step)");
+  OCTET_CUDA_RETURN("sum_of_squares", sum_of_squares, x, out);
+}
+
+void accumulate_sum(const Tensor& x, const Tensor& out, float scale) {
+  OCTET_CHECK(x.dtype == DType::f32, "accumulate_sum", "x must be f32, got ", x.str());
+  OCTET_CHECK(out.dtype == DType::f32 && out.numel() == 1 && out.device == x.device,
+              "accumulate_sum", "out must be f32[1] on ", device_name(x.device), ", got ",
+              out.str());
+  if (x.device.is_cpu()) return cpu::accumulate_sum(x, out, scale);
+  OCTET_CUDA_RETURN("accumulate_sum", accumulate_sum, x, out, scale);
 }
 
 }  // namespace octet::kernels

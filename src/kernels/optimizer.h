@@ -1,10 +1,13 @@
 // kernels/optimizer.h: AdamW over a contiguous parameter buffer in one call, and the
 // sum of squares that gradient clipping needs.
-// defines: AdamWStep, adamw_step, sum_of_squares
+// defines: AdamWStep, clip_factor, adamw_step, sum_of_squares, accumulate_sum
 #pragma once
 
 #include <cstdint>
 
+#include <cmath>
+
+#include "core/convert.h"
 #include "core/tensor.h"
 
 namespace octet::kernels {
@@ -16,17 +19,35 @@ struct AdamWStep {
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   int64_t step = 1;         // 1 for the first update (bias correction)
-  float grad_scale = 1.0f;  // multiplies every gradient first (clipping, averaging)
+  float grad_scale = 1.0f;  // multiplies every gradient first (averaging)
+  // Global-norm clipping read on the device (no host synchronisation): with
+  // max_grad_norm > 0, every gradient is also multiplied by
+  // clip_factor(grad_sum_sq[0], max_grad_norm).
+  float max_grad_norm = 0.0f;
 };
+
+// PyTorch's clip_grad_norm_ without its 1e-6: max_norm / norm where the global norm
+// sqrt(sum_sq) exceeds max_norm, else 1 (and 1 when max_norm <= 0). An infinite norm
+// gives 0 and a NaN norm gives 1, so a non-finite gradient stays visible in the loss.
+OCTET_HD float clip_factor(float sum_sq, float max_norm) {
+  const double norm = sqrt(static_cast<double>(sum_sq));
+  return max_norm > 0.0f && norm > max_norm ? static_cast<float>(max_norm / norm) : 1.0f;
+}
 
 // PyTorch's AdamW (decoupled weight decay), element by element, in fp32:
 //   g = grad * grad_scale;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g²
 //   p = p (1 - lr wd) - lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
 // param, grad, m, v: f32, same element count and device; param, m and v are updated.
+// grad_sum_sq: f32[1] on param's device, the sum of squares of all gradients
+// (sum_of_squares), read when step.max_grad_norm > 0; may be empty otherwise.
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& step);
+                const AdamWStep& step, const Tensor& grad_sum_sq = Tensor());
 
 // out[0] = sum of x² (f32 or bf16 x, summed in fp64 on the CPU, rounded to f32 once).
 void sum_of_squares(const Tensor& x, const Tensor& out);
+
+// out[0] += scale * sum of x (f32 x; summed in fp64 on the CPU), on the device: how the
+// step adds a micro-batch's token losses to the running loss without reading it back.
+void accumulate_sum(const Tensor& x, const Tensor& out, float scale);
 
 }  // namespace octet::kernels

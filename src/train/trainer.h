@@ -48,9 +48,10 @@ class Trainer {
   std::optional<double> loss_floor() const { return loss_floor_; }
   // Writes a checkpoint now (out_dir must be set); returns its directory.
   std::string save();
+  // One optimizer step over config.grad_accum micro-batches (what run() repeats).
+  StepRecord train_step();
 
  private:
-  StepRecord train_step();
   void write_metrics(const StepRecord& r);
 
   TrainConfig config_;

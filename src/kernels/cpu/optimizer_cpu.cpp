@@ -9,7 +9,7 @@
 namespace octet::kernels::cpu {
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& s) {
+                const AdamWStep& s, const Tensor& grad_sum_sq) {
   float* p = param.as<float>();
   const float* g = grad.as<const float>();
   float* mm = m.as<float>();
@@ -18,9 +18,13 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   const float bias1 = 1.0f - static_cast<float>(std::pow(double{s.beta1}, double(s.step)));
   const float bias2 = 1.0f - static_cast<float>(std::pow(double{s.beta2}, double(s.step)));
   const float decay = 1.0f - s.lr * s.weight_decay;
+  const float scale =
+      s.max_grad_norm > 0.0f
+          ? s.grad_scale * clip_factor(grad_sum_sq.as<const float>()[0], s.max_grad_norm)
+          : s.grad_scale;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * s.grad_scale;
+    const float gi = g[i] * scale;
     mm[i] = s.beta1 * mm[i] + (1.0f - s.beta1) * gi;
     vv[i] = s.beta2 * vv[i] + (1.0f - s.beta2) * gi * gi;
     const float m_hat = mm[i] / bias1;
@@ -29,9 +33,13 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   }
 }
 
-void sum_of_squares(const Tensor& x, const Tensor& out) {
+namespace {
+
+// sum over i of f(x[i]) in fp64, in fixed-size chunks summed in order: the result does
+// not depend on the thread count.
+template <typename F>
+double sum_in_chunks(const Tensor& x, F f) {
   const int64_t n = x.numel();
-  // Fixed-size chunks summed in order: the result does not depend on the thread count.
   constexpr int64_t kChunk = 1 << 14;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   double total = 0.0;
@@ -42,12 +50,23 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
     for (int64_t i = c * kChunk; i < end; ++i) {
       const double v =
           x.dtype == DType::bf16 ? bf16_to_f32(x.as<const uint16_t>()[i]) : x.as<const float>()[i];
-      sum += v * v;
+      sum += f(v);
     }
 #pragma omp ordered
     total += sum;
   }
-  out.as<float>()[0] = static_cast<float>(total);
+  return total;
+}
+
+}  // namespace
+
+void sum_of_squares(const Tensor& x, const Tensor& out) {
+  out.as<float>()[0] = static_cast<float>(sum_in_chunks(x, [](double v) { return v * v; }));
+}
+
+void accumulate_sum(const Tensor& x, const Tensor& out, float scale) {
+  const double sum = sum_in_chunks(x, [](double v) { return v; });
+  out.as<float>()[0] += static_cast<float>(sum * scale);
 }
 
 }  // namespace octet::kernels::cpu

@@ -1,12 +1,13 @@
 // kernels/cuda/check.h: turning CUDA runtime errors into octet::Error, and the
 // launch-size helper every elementwise kernel uses.
-// defines: OCTET_CUDA_CHECK, OCTET_CUDA_CHECK_LAUNCH, blocks_for
+// defines: OCTET_CUDA_CHECK, OCTET_CUDA_CHECK_LAUNCH, blocks_for, stream
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "core/device.h"
 #include "core/error.h"
 
 #define OCTET_CUDA_CHECK(op, expr)                               \
@@ -20,6 +21,11 @@
 #define OCTET_CUDA_CHECK_LAUNCH(op) OCTET_CUDA_CHECK(op, cudaGetLastError())
 
 namespace octet::kernels::cuda {
+
+// The stream every kernel launch, copy and cuBLASLt call goes on (octet::cuda_stream()).
+inline cudaStream_t stream() {
+  return static_cast<cudaStream_t>(octet::cuda_stream());
+}
 
 // Grid size for `n` items at `per_block` items a block, capped so that grid-stride
 // loops cover the rest.

@@ -63,14 +63,14 @@ __global__ void convert_kernel(const void* src, DType from, void* dst, DType to,
 void convert(const Tensor& src, const Tensor& dst, Overflow overflow) {
   OCTET_CUDA_CHECK("convert", cudaSetDevice(src.device.index));
   if (src.dtype == dst.dtype) {
-    OCTET_CUDA_CHECK("convert",
-                     cudaMemcpy(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice));
+    OCTET_CUDA_CHECK("convert", cudaMemcpyAsync(dst.data, src.data, src.nbytes(),
+                                                cudaMemcpyDeviceToDevice, stream()));
     return;
   }
   constexpr int kThreads = 256;
   const int64_t n = src.numel();
-  convert_kernel<<<blocks_for(n, kThreads), kThreads>>>(src.data, src.dtype, dst.data, dst.dtype, n,
-                                                        overflow == Overflow::saturate);
+  convert_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
+      src.data, src.dtype, dst.data, dst.dtype, n, overflow == Overflow::saturate);
   OCTET_CUDA_CHECK_LAUNCH("convert");
 }
 

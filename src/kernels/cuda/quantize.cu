@@ -182,8 +182,8 @@ void quantize_grid(const Matrix& m, const Target& t, ScaleGrid grid) {
   const int64_t bc = grid.block_cols == 0 ? m.cols : grid.block_cols;
   const int64_t grid_rows = (m.rows + br - 1) / br, grid_cols = (m.cols + bc - 1) / bc;
   OCTET_CHECK(grid_rows * grid_cols <= 0x7FFFFFFF, "quantize", "too many scale blocks");
-  quantize_blocks<<<static_cast<unsigned>(grid_rows * grid_cols), kThreads>>>(m, t, br, bc,
-                                                                              grid_cols);
+  quantize_blocks<<<static_cast<unsigned>(grid_rows * grid_cols), kThreads, 0, stream()>>>(
+      m, t, br, bc, grid_cols);
   OCTET_CUDA_CHECK_LAUNCH("quantize");
 }
 
@@ -193,7 +193,8 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
   OCTET_CUDA_CHECK("quantize", cudaSetDevice(x.device.index));
   const Matrix m{x.data, x.dtype == DType::bf16, x.rows(), x.cols(), false};
   int* counts = out.counts.empty() ? nullptr : out.counts.as<int>();
-  if (counts != nullptr) OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(counts, 0, 2 * sizeof(int)));
+  if (counts != nullptr)
+    OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(counts, 0, 2 * sizeof(int), stream()));
   const Target t = make_target(out.data, out.scale_inv, counts, o);
   const bool per_tensor = o.grid.block_rows == 0 && o.grid.block_cols == 0;
   const int64_t n = x.numel();
@@ -203,17 +204,18 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
     // overwritten with 1/scale once every element has been quantized.
     auto* amax_bits = static_cast<unsigned*>(out.scale_inv.data);
     const float* given = o.given_scale.empty() ? nullptr : o.given_scale.as<const float>();
-    OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(amax_bits, 0, sizeof(unsigned)));
-    amax_kernel<<<blocks_for(n, kThreads), kThreads>>>(m, amax_bits);
-    quantize_tensor<<<blocks_for(n, kThreads), kThreads>>>(m, t, given, amax_bits);
-    finish_tensor<<<1, 1>>>(t, given, amax_bits, out.amax.empty() ? nullptr : out.amax.as<float>());
+    OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), stream()));
+    amax_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(m, amax_bits);
+    quantize_tensor<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(m, t, given, amax_bits);
+    finish_tensor<<<1, 1, 0, stream()>>>(t, given, amax_bits,
+                                         out.amax.empty() ? nullptr : out.amax.as<float>());
     OCTET_CUDA_CHECK_LAUNCH("quantize");
   } else {
     quantize_grid(m, t, o.grid);
     if (!out.amax.empty()) {
       auto* amax_bits = static_cast<unsigned*>(out.amax.data);
-      OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(amax_bits, 0, sizeof(unsigned)));
-      amax_kernel<<<blocks_for(n, kThreads), kThreads>>>(m, amax_bits);
+      OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), stream()));
+      amax_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(m, amax_bits);
       OCTET_CUDA_CHECK_LAUNCH("quantize");
     }
   }
@@ -236,7 +238,7 @@ void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, con
   const int64_t rows = data.rows(), cols = data.cols();
   const int64_t grid_cols =
       grid.block_cols == 0 ? 1 : (cols + grid.block_cols - 1) / grid.block_cols;
-  dequantize_kernel<<<blocks_for(data.numel(), kThreads), kThreads>>>(
+  dequantize_kernel<<<blocks_for(data.numel(), kThreads), kThreads, 0, stream()>>>(
       data.as<const uint8_t>(), data.dtype == DType::e5m2, scale_inv.data, grid.e8m0, rows, cols,
       grid.block_rows, grid.block_cols, grid_cols, y.data, y.dtype == DType::bf16);
   OCTET_CUDA_CHECK_LAUNCH("dequantize");
@@ -247,7 +249,7 @@ void delayed_scaling_update(const Tensor& history, const Tensor& scale, const Te
                             int margin) {
   OCTET_CUDA_CHECK("delayed_scaling_update", cudaSetDevice(history.device.index));
   const int64_t n = history.rows();
-  delayed_update_kernel<<<blocks_for(n, kThreads), kThreads>>>(
+  delayed_update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
       history.as<float>(), n, history.cols(), scale.as<float>(), scale_inv.as<float>(),
       fp8_max.as<const float>(), nonfinite.empty() ? nullptr : nonfinite.as<int>(),
       reduce == AmaxReduce::max, margin);

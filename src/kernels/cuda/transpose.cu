@@ -33,8 +33,8 @@ void launch(const Tensor& src, const Tensor& dst) {
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
                   static_cast<unsigned>((rows + kTile - 1) / kTile));
   OCTET_CHECK(grid.y <= 65535, "transpose", src.str(), " has too many rows for one launch");
-  transpose_kernel<T>
-      <<<grid, dim3(kTile, kRowsPerPass)>>>(src.as<const T>(), dst.as<T>(), rows, cols);
+  transpose_kernel<T><<<grid, dim3(kTile, kRowsPerPass), 0, stream()>>>(src.as<const T>(),
+                                                                        dst.as<T>(), rows, cols);
   OCTET_CUDA_CHECK_LAUNCH("transpose");
 }
 
