@@ -38,7 +38,7 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
   OCTET_CUDA_RETURN("sum_of_squares", sum_of_squares, x, out);
 }
 
-void accumulate_sum(const Tensor& x, const Tensor& out, float scale) {
+void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
   OCTET_CHECK(x.dtype == DType::f32, "accumulate_sum", "x must be f32, got ", x.str());
   OCTET_CHECK(out.dtype == DType::f32 && out.numel() == 1 && out.device == x.device,
               "accumulate_sum", "out must be f32[1] on ", device_name(x.device), ", got ",

@@ -48,6 +48,6 @@ void sum_of_squares(const Tensor& x, const Tensor& out);
 
 // out[0] += scale * sum of x (f32 x; summed in fp64 on the CPU), on the device: how the
 // step adds a micro-batch's token losses to the running loss without reading it back.
-void accumulate_sum(const Tensor& x, const Tensor& out, float scale);
+void accumulate_sum(const Tensor& x, const Tensor& out, double scale);
 
 }  // namespace octet::kernels

@@ -12,6 +12,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/norm.h"
+#include "kernels/optimizer.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
@@ -53,7 +54,7 @@ struct Llama::Activations {
   Tensor lnf, rstdf, logits, losses;
   Tensor d_resid, d_a, d_b, d_qkv, d_gate_up, d_h;
   Tensor attn_workspace;
-  std::vector<float> losses_host;
+  Tensor loss_sum;  // f32[1]: what the loss-returning forward() reads back
 
   void carve(Arena& a, const LlamaConfig& c, int64_t batch, int64_t seq, DType dt) {
     const int64_t t = batch * seq, d = c.hidden_size, f = c.intermediate_size, q = c.qkv_size();
@@ -86,6 +87,7 @@ struct Llama::Activations {
     d_h = a.take(dt, {t, f});
     const size_t ws = kernels::attention_workspace_bytes(seq, c.head_dim());
     attn_workspace = a.take(DType::u8, {static_cast<int64_t>(ws)});
+    loss_sum = a.take(DType::f32, {1});
   }
 };
 
@@ -123,6 +125,8 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
               options_.seq_len, " exceeds max_position_embeddings ",
               config_.max_position_embeddings);
   build_layout();
+  embedding_ = &param("model.embed_tokens.weight");
+  final_norm_ = &param("model.norm.weight");
   const Device device = options_.device;
   const DType dt = nn::activation_dtype(options_.precision);
   master_ = Buffer::for_tensor(device, DType::f32, {params_count_});
@@ -165,7 +169,6 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   act_->buffer = Buffer(device, measure.bytes());
   Arena arena(&act_->buffer, device);
   act_->carve(arena, config_, options_.batch, options_.seq_len, dt);
-  act_->losses_host.resize(static_cast<size_t>(t));
 }
 
 Llama::~Llama() = default;
@@ -296,8 +299,22 @@ void Llama::update_scaling() {
 }
 
 float Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_scale) {
+  const Tensor& sum = act_->loss_sum;
+  zero_bytes(sum.data, options_.device, 4);
+  forward(inputs, targets, grad_scale, sum, 1.0 / static_cast<double>(tokens()));
+  float mean = 0.0f;
+  copy_bytes(&mean, Device::cpu(), sum.data, options_.device, 4);
+  return mean;
+}
+
+void Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_scale,
+                    const Tensor& loss_sum, double loss_weight) {
   const LlamaConfig& c = config_;
   const int64_t b = options_.batch, s = options_.seq_len, t = tokens();
+  OCTET_CHECK(
+      loss_sum.dtype == DType::f32 && loss_sum.numel() == 1 && loss_sum.device == options_.device,
+      "model", "loss_sum must be f32[1] on ", device_name(options_.device), ", got ",
+      loss_sum.str());
   OCTET_CHECK(inputs.dtype == DType::i32 && inputs.numel() == t && targets.dtype == DType::i32 &&
                   targets.numel() == t && inputs.device == options_.device &&
                   targets.device == options_.device,
@@ -310,7 +327,7 @@ float Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_sca
   const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
   const int64_t hq = c.num_attention_heads, hkv = c.num_key_value_heads, hd = c.head_dim();
 
-  kernels::embedding_forward(inputs, working_view(param("model.embed_tokens.weight")), a.resid[0]);
+  kernels::embedding_forward(inputs, working_view(*embedding_), a.resid[0]);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     Layer& layer = layers_[l];
     Activations::PerLayer& p = a.layer[l];
@@ -329,17 +346,13 @@ float Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_sca
     layer.down.forward(p.h, a.resid[l + 1]);
     kernels::add(p.resid_mid, a.resid[l + 1], a.resid[l + 1]);
   }
-  kernels::rmsnorm_forward(a.resid[c.num_hidden_layers], working_view(param("model.norm.weight")),
-                           a.lnf, a.rstdf, eps);
+  kernels::rmsnorm_forward(a.resid[c.num_hidden_layers], working_view(*final_norm_), a.lnf, a.rstdf,
+                           eps);
   lm_head_->forward(a.lnf, a.logits);
   // The loss, and (for training) its gradient written over the logits.
   kernels::cross_entropy(a.logits, targets, a.losses, grad_scale != 0.0f ? a.logits : Tensor(),
                          grad_scale);
-  copy_bytes(a.losses_host.data(), Device::cpu(), a.losses.data, options_.device,
-             a.losses_host.size() * 4);
-  double sum = 0.0;
-  for (float v : a.losses_host) sum += v;
-  return static_cast<float>(sum / static_cast<double>(t));
+  kernels::accumulate_sum(a.losses, loss_sum, loss_weight);
 }
 
 void Llama::backward() {
@@ -354,9 +367,8 @@ void Llama::backward() {
 
   // The logits hold d(loss)/d(logits) since forward().
   lm_head_->backward(a.logits, a.d_a);
-  const ParamInfo& norm = param("model.norm.weight");
-  kernels::rmsnorm_backward(a.d_a, a.resid[nl], working_view(norm), a.rstdf, a.d_resid,
-                            grad_view(norm));
+  kernels::rmsnorm_backward(a.d_a, a.resid[nl], working_view(*final_norm_), a.rstdf, a.d_resid,
+                            grad_view(*final_norm_));
   for (int64_t l = nl - 1; l >= 0; --l) {
     Layer& layer = layers_[l];
     Activations::PerLayer& p = a.layer[l];
@@ -375,7 +387,7 @@ void Llama::backward() {
     kernels::rmsnorm_backward(a.d_b, a.resid[l], layer.ln1, p.rstd1, a.d_a, layer.ln1_grad);
     kernels::add(a.d_resid, a.d_a, a.d_resid);
   }
-  kernels::embedding_backward(inputs_, a.d_resid, grad_view(param("model.embed_tokens.weight")));
+  kernels::embedding_backward(inputs_, a.d_resid, grad_view(*embedding_));
 }
 
 std::vector<std::pair<std::string, nn::Linear::Stats>> Llama::fp8_stats() const {

@@ -70,9 +70,14 @@ class Llama {
   void zero_grads();
 
   // The forward pass of one micro-batch: inputs and targets i32 [batch, seq_len] on the
-  // model's device. Returns the mean cross-entropy loss (nats per token). With
-  // grad_scale != 0 it also prepares backward(): the loss gradient is
+  // model's device. Adds loss_weight * (sum of the token losses) to loss_sum (f32[1] on
+  // the model's device) without reading anything back, so a step on a GPU never waits
+  // for it. With grad_scale != 0 it also prepares backward(): the loss gradient is
   // grad_scale * d(sum of token losses) (1 / (T * accumulation steps) for a mean).
+  void forward(const Tensor& inputs, const Tensor& targets, float grad_scale,
+               const Tensor& loss_sum, double loss_weight);
+  // The same, returning the mean cross-entropy loss (nats per token): reads it back,
+  // which waits for the device.
   float forward(const Tensor& inputs, const Tensor& targets, float grad_scale);
   // Accumulates d(loss)/d(parameters) into grads() for the last forward.
   void backward();
@@ -104,6 +109,8 @@ class Llama {
   std::vector<Layer> layers_;
   std::unique_ptr<nn::Linear> lm_head_;
   std::unique_ptr<Activations> act_;
+  const ParamInfo* embedding_ = nullptr;   // model.embed_tokens.weight
+  const ParamInfo* final_norm_ = nullptr;  // model.norm.weight
   Tensor inputs_, targets_;
   float grad_scale_ = 0.0f;
 };

@@ -93,7 +93,15 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   batch_ = Buffer(device, static_cast<size_t>(2 * t) * 4);
   inputs_ = batch_.view(DType::i32, {config.batch, seq}, 0);
   targets_ = batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
-  scalar_ = Buffer(device, 4);
+  if (device.is_cuda()) {
+    host_batch_ = Buffer(Device::cpu(), batch_.bytes());
+    host_inputs_ = host_batch_.view(DType::i32, {config.batch, seq}, 0);
+    host_targets_ = host_batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
+  }
+  // A GPU runs ahead of the host: reading a step's loss would make it wait, so the
+  // numbers of log_every steps are read together. The CPU has nothing to wait for.
+  window_ = device.is_cpu() ? 1 : std::max<int64_t>(1, config.log_every);
+  stats_ = Buffer(device, static_cast<size_t>(2 * window_ + 1) * 4);  // + the eval loss
 
   if (config.resume) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
@@ -118,42 +126,44 @@ Trainer::~Trainer() {
   if (metrics_) std::fclose(metrics_);
 }
 
-// One batch from a host loader onto the model's device.
-static void load_batch(data::TokenLoader& loader, const Tensor& inputs, const Tensor& targets) {
+// One batch from a host loader onto the model's device. The copy from pageable host
+// memory is queued on octet's stream and returns once the bytes are staged, so the GPU
+// is not drained between micro-batches.
+static void load_batch(data::TokenLoader& loader, const Tensor& inputs, const Tensor& targets,
+                       const Tensor& host_inputs, const Tensor& host_targets) {
   if (inputs.device.is_cpu()) return loader.next(inputs, targets);
-  OCTET_FAIL("train", "training on CUDA arrives with the CUDA training step");
+  loader.next(host_inputs, host_targets);
+  copy_tensor(host_inputs, inputs);
+  copy_tensor(host_targets, targets);
 }
 
 StepRecord Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   model::Llama& m = *model_;
   const int64_t p = m.parameter_count();
+  const int64_t slot = step_ % window_;
+  const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot) * 4);
+  const Tensor sum_sq = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot + 1) * 4);
+  zero_bytes(loss.data, loss.device, 4);
   m.zero_grads();
-  const float grad_scale = 1.0f / static_cast<float>(m.tokens() * config_.grad_accum);
-  double loss = 0.0;
+  const double tokens = static_cast<double>(m.tokens() * config_.grad_accum);
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
-    load_batch(*train_loader_, inputs_, targets_);
-    loss += m.forward(inputs_, targets_, grad_scale) / static_cast<double>(config_.grad_accum);
+    load_batch(*train_loader_, inputs_, targets_, host_inputs_, host_targets_);
+    m.forward(inputs_, targets_, static_cast<float>(1.0 / tokens), loss, 1.0 / tokens);
     m.backward();
   }
   ++step_;
 
-  // Global gradient norm and clipping, folded into AdamW's gradient scale.
+  // Global gradient norm and clipping, read by AdamW on the device.
   const Tensor grads = m.grads();
-  kernels::sum_of_squares(grads, scalar_.tensor(DType::f32, {1}));
-  float sum_sq = 0.0f;
-  copy_bytes(&sum_sq, Device::cpu(), scalar_.data(), scalar_.device(), 4);
-  const double norm = std::sqrt(static_cast<double>(sum_sq));
-  const double clip =
-      config_.grad_clip > 0.0 && norm > config_.grad_clip ? config_.grad_clip / norm : 1.0;
-
+  kernels::sum_of_squares(grads, sum_sq);
   kernels::AdamWStep s;
   s.lr = static_cast<float>(lr_at(config_, step_));
   s.beta1 = static_cast<float>(config_.beta1);
   s.beta2 = static_cast<float>(config_.beta2);
   s.eps = static_cast<float>(config_.eps);
   s.step = step_;
-  s.grad_scale = static_cast<float>(clip);
+  s.max_grad_norm = static_cast<float>(std::max(0.0, config_.grad_clip));
   // Matrices (decayed) and norm weights (not) are two contiguous ranges.
   const int64_t nd = m.decayed_count();
   auto range = [&](const Buffer& b, int64_t begin, int64_t end) {
@@ -164,30 +174,48 @@ StepRecord Trainer::train_step() {
     return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
   };
   s.weight_decay = static_cast<float>(config_.weight_decay);
-  kernels::adamw_step(part(all, 0, nd), part(grads, 0, nd), range(m_, 0, nd), range(v_, 0, nd), s);
+  kernels::adamw_step(part(all, 0, nd), part(grads, 0, nd), range(m_, 0, nd), range(v_, 0, nd), s,
+                      sum_sq);
   s.weight_decay = 0.0f;
-  kernels::adamw_step(part(all, nd, p), part(grads, nd, p), range(m_, nd, p), range(v_, nd, p), s);
+  kernels::adamw_step(part(all, nd, p), part(grads, nd, p), range(m_, nd, p), range(v_, nd, p), s,
+                      sum_sq);
   m.sync_working_weights();
   m.update_scaling();
 
   StepRecord r;
   r.step = step_;
-  r.loss = loss;
   r.lr = s.lr;
-  r.grad_norm = norm;
-  r.tokens_per_s = static_cast<double>(m.tokens() * config_.grad_accum) / seconds_since(t0);
+  r.loss = r.grad_norm = std::nan("");
+  // Host time to queue the step; read_back() replaces it with the measured rate.
+  r.tokens_per_s = tokens / seconds_since(t0);
   return r;
+}
+
+void Trainer::read_back(std::vector<StepRecord>& records) {
+  OCTET_CHECK(static_cast<int64_t>(records.size()) <= window_, "train", "read_back of ",
+              records.size(), " steps, but only the last ", window_, " are kept");
+  std::vector<float> stats(static_cast<size_t>(2 * window_));
+  copy_bytes(stats.data(), Device::cpu(), stats_.data(), stats_.device(), stats.size() * 4);
+  for (StepRecord& r : records) {
+    const size_t slot = static_cast<size_t>((r.step - 1) % window_);
+    r.loss = stats[2 * slot];
+    r.grad_norm = std::sqrt(static_cast<double>(stats[2 * slot + 1]));
+  }
 }
 
 double Trainer::evaluate() {
   val_loader_->seek({0, 0});
-  double sum = 0.0;
   const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
+  const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * window_) * 4);
+  zero_bytes(loss.data, loss.device, 4);
+  const double weight = 1.0 / static_cast<double>(model_->tokens() * batches);
   for (int64_t i = 0; i < batches; ++i) {
-    load_batch(*val_loader_, inputs_, targets_);
-    sum += model_->forward(inputs_, targets_, 0.0f);
+    load_batch(*val_loader_, inputs_, targets_, host_inputs_, host_targets_);
+    model_->forward(inputs_, targets_, 0.0f, loss, weight);
   }
-  return sum / static_cast<double>(batches);
+  float mean = 0.0f;
+  copy_bytes(&mean, Device::cpu(), loss.data, loss.device, 4);
+  return mean;
 }
 
 std::string Trainer::save() {
@@ -224,32 +252,48 @@ void Trainer::write_metrics(const StepRecord& r) {
 }
 
 std::vector<StepRecord> Trainer::run() {
-  std::vector<StepRecord> records;
+  std::vector<StepRecord> records, pending;
+  pending.reserve(static_cast<size_t>(window_));
   const auto t0 = std::chrono::steady_clock::now();
+  auto window_t0 = t0;
   const int64_t first = step_;
   while (step_ < config_.steps && !stop_requested()) {
-    StepRecord r = train_step();
+    pending.push_back(train_step());
     const bool last = step_ == config_.steps;
-    if ((config_.eval_every > 0 && step_ % config_.eval_every == 0) || last)
-      r.val_loss = evaluate();
-    write_metrics(r);
-    if (!config_.quiet && (step_ % config_.log_every == 0 || last || r.val_loss)) {
-      const double elapsed = seconds_since(t0);
-      const double left =
-          elapsed / static_cast<double>(step_ - first) * static_cast<double>(config_.steps - step_);
-      std::printf("step %6lld/%lld  loss %.4f  lr %.2e  %8.0f tok/s  %5.0fs left",
-                  static_cast<long long>(step_), static_cast<long long>(config_.steps), r.loss,
-                  r.lr, r.tokens_per_s, left);
-      if (r.val_loss) std::printf("  val %.4f", *r.val_loss);
-      std::printf("\n");
-      std::fflush(stdout);
+    const bool eval = (config_.eval_every > 0 && step_ % config_.eval_every == 0) || last;
+    const bool checkpoint = !config_.out_dir.empty() && config_.checkpoint_every > 0 &&
+                            step_ % config_.checkpoint_every == 0 && !last;
+    if (static_cast<int64_t>(pending.size()) < window_ && !last && !eval && !checkpoint &&
+        !stop_requested()) {
+      continue;
     }
-    records.push_back(r);
-    if (on_step) on_step(r);
-    if (!config_.out_dir.empty() && config_.checkpoint_every > 0 &&
-        step_ % config_.checkpoint_every == 0 && !last) {
-      save();
+    // Read back the window's numbers (this waits for the GPU), then report each step.
+    read_back(pending);
+    const double tokens_per_s =
+        static_cast<double>(pending.size() * model_->tokens() * config_.grad_accum) /
+        seconds_since(window_t0);
+    for (StepRecord& r : pending) r.tokens_per_s = tokens_per_s;
+    if (eval) pending.back().val_loss = evaluate();
+    window_t0 = std::chrono::steady_clock::now();
+    for (const StepRecord& r : pending) {
+      write_metrics(r);
+      const bool last_of_run = r.step == config_.steps;
+      if (!config_.quiet && (r.step % config_.log_every == 0 || last_of_run || r.val_loss)) {
+        const double elapsed = seconds_since(t0);
+        const double left = elapsed / static_cast<double>(r.step - first) *
+                            static_cast<double>(config_.steps - r.step);
+        std::printf("step %6lld/%lld  loss %.4f  lr %.2e  %8.0f tok/s  %5.0fs left",
+                    static_cast<long long>(r.step), static_cast<long long>(config_.steps), r.loss,
+                    r.lr, r.tokens_per_s, left);
+        if (r.val_loss) std::printf("  val %.4f", *r.val_loss);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+      records.push_back(r);
+      if (on_step) on_step(r);
     }
+    pending.clear();
+    if (checkpoint) save();
   }
   if (!config_.out_dir.empty() && step_ > first) save();
   return records;

@@ -48,8 +48,14 @@ class Trainer {
   std::optional<double> loss_floor() const { return loss_floor_; }
   // Writes a checkpoint now (out_dir must be set); returns its directory.
   std::string save();
-  // One optimizer step over config.grad_accum micro-batches (what run() repeats).
+  // One optimizer step over config.grad_accum micro-batches (what run() repeats). It
+  // only queues work on a GPU: the returned record's loss and grad_norm are filled in
+  // by read_back() (run() does so every log_every steps on a GPU, every step on the CPU).
   StepRecord train_step();
+  // Waits for the queued steps and fills in the loss and grad_norm of `records`, the
+  // last records.size() steps (at most stats_window() of them).
+  void read_back(std::vector<StepRecord>& records);
+  int64_t stats_window() const { return window_; }
 
  private:
   void write_metrics(const StepRecord& r);
@@ -58,8 +64,12 @@ class Trainer {
   std::unique_ptr<model::Llama> model_;
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
   std::optional<double> loss_floor_;
-  Buffer m_, v_, batch_, scalar_;
-  Tensor inputs_, targets_;
+  Buffer m_, v_, batch_, host_batch_;
+  // Per step, on the device: the mean loss and the gradients' sum of squares, for the
+  // last window_ steps (slot (step - 1) % window_), read back together.
+  Buffer stats_;
+  int64_t window_ = 1;
+  Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;
   std::FILE* metrics_ = nullptr;
 };

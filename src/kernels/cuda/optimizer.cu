@@ -48,7 +48,7 @@ __device__ __forceinline__ double load(const void* x, bool bf16, int64_t i) {
 }
 
 // out[0] = sum of x² (square) or out[0] += scale * sum of x (!square), in fp64.
-__global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, float scale,
+__global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, double scale,
                            float* out) {
   double sum = 0.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -81,7 +81,7 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, flo
   g_blocks_done = 0;  // ready for the next launch (kernels on one stream run in order)
 }
 
-void launch_sum(const Tensor& x, const Tensor& out, bool square, float scale) {
+void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
   sum_kernel<<<kSumBlocks, kThreads, 0, stream()>>>(x.data, x.dtype == DType::bf16, x.numel(),
                                                     square, scale, out.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "accumulate_sum");
@@ -102,10 +102,10 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
 }
 
 void sum_of_squares(const Tensor& x, const Tensor& out) {
-  launch_sum(x, out, true, 1.0f);
+  launch_sum(x, out, true, 1.0);
 }
 
-void accumulate_sum(const Tensor& x, const Tensor& out, float scale) {
+void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
   launch_sum(x, out, false, scale);
 }
 

@@ -1,0 +1,153 @@
+// tests/kernels/test_optimizer.cpp: AdamW against float64 with its error bound, the
+// clipping that AdamW reads on the device, the sum of squares and the loss sum, on
+// every device (and the CUDA AdamW bit for bit against the CPU's).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/optimizer.h"
+#include "layer_testing.h"
+
+namespace octet {
+namespace {
+
+class OptimizerOnDevice : public ::testing::TestWithParam<Device> {};
+
+struct AdamWInputs {
+  std::vector<double> p, g, m, v;
+};
+
+AdamWInputs random_state(int64_t n, testing::Rng& rng) {
+  AdamWInputs in{testing::uniform(n, -1, 1, rng), testing::uniform(n, -0.1, 0.1, rng),
+                 testing::uniform(n, -0.01, 0.01, rng), testing::uniform(n, 0, 1e-4, rng)};
+  for (auto* values : {&in.p, &in.g, &in.m, &in.v}) testing::round_in_place(DType::f32, *values);
+  return in;
+}
+
+// Runs adamw_step on `device` and returns p, m, v.
+std::vector<std::vector<double>> run_adamw(Device device, const AdamWInputs& in,
+                                           const kernels::AdamWStep& s, double sum_sq = 0.0) {
+  const auto n = static_cast<int64_t>(in.p.size());
+  auto p = testing::upload(device, DType::f32, {n}, in.p);
+  auto g = testing::upload(device, DType::f32, {n}, in.g);
+  auto m = testing::upload(device, DType::f32, {n}, in.m);
+  auto v = testing::upload(device, DType::f32, {n}, in.v);
+  auto ss = testing::upload(device, DType::f32, {1}, std::vector<double>{sum_sq});
+  kernels::adamw_step(p.tensor, g.tensor, m.tensor, v.tensor, s, ss.tensor);
+  return {testing::download(p.tensor), testing::download(m.tensor), testing::download(v.tensor)};
+}
+
+TEST_P(OptimizerOnDevice, AdamWMatchesFloat64WithinItsRoundingBound) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t n = (1 << 17) + 77;  // many CUDA blocks and a ragged tail
+  const AdamWInputs in = random_state(n, rng);
+  kernels::AdamWStep s;
+  s.lr = 3e-4f;
+  s.weight_decay = 0.1f;
+  s.step = 7;
+  s.grad_scale = 0.5f;
+  const auto got = run_adamw(device, in, s);
+  // The kernel's formula, each operation an fp32 rounding (Approx bounds each one, u =
+  // 2^-24); the bias corrections and the decay factor are computed on the host the
+  // same way on both devices and enter as the f32 values they are.
+  const double bias1 = static_cast<float>(1.0f - static_cast<float>(std::pow(double{0.9f}, 7.0)));
+  const double bias2 = static_cast<float>(1.0f - static_cast<float>(std::pow(double{0.95f}, 7.0)));
+  const double decay = static_cast<float>(1.0f - s.lr * s.weight_decay);
+  using testing::Approx;
+  using testing::exact;
+  std::vector<Approx> want_p, want_m, want_v;
+  for (int64_t i = 0; i < n; ++i) {
+    const Approx gi = exact(in.g[i]) * exact(s.grad_scale);
+    const Approx mi = exact(0.9f) * exact(in.m[i]) + exact(1.0f - 0.9f) * gi;
+    const Approx vi = exact(0.95f) * exact(in.v[i]) + exact(1.0f - 0.95f) * gi * gi;
+    const Approx upd =
+        exact(s.lr) * (mi / exact(bias1)) / (testing::sqrt(vi / exact(bias2)) + exact(s.eps));
+    want_p.push_back(exact(in.p[i]) * exact(decay) - upd);
+    want_m.push_back(mi);
+    want_v.push_back(vi);
+  }
+  testing::expect_within(got[0], want_p, "param");
+  testing::expect_within(got[1], want_m, "m");
+  testing::expect_within(got[2], want_v, "v");
+  if (device.is_cuda()) {
+    // Same operations in the same order, each rounded on its own: the same bits.
+    const auto cpu = run_adamw(Device::cpu(), in, s);
+    EXPECT_EQ(got, cpu) << "CUDA AdamW differs from the CPU's";
+  }
+}
+
+TEST_P(OptimizerOnDevice, ClippingReadsTheSumOfSquaresOnTheDevice) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const AdamWInputs in = random_state(1000, rng);
+  kernels::AdamWStep clipped;
+  clipped.max_grad_norm = 1.0f;
+  clipped.grad_scale = 0.5f;
+  // A norm of 4 (sum of squares 16) above max 1: the gradients are scaled by exactly
+  // 1/4 (a power of two, so the product with grad_scale is exact): the same bits as
+  // grad_scale 0.125 without clipping.
+  kernels::AdamWStep scaled;
+  scaled.grad_scale = 0.125f;
+  EXPECT_EQ(run_adamw(device, in, clipped, 16.0), run_adamw(device, in, scaled));
+  // A norm of 0.5, below the maximum: no clipping.
+  kernels::AdamWStep plain;
+  plain.grad_scale = 0.5f;
+  EXPECT_EQ(run_adamw(device, in, clipped, 0.25), run_adamw(device, in, plain));
+  // Clipping without the sum of squares is refused, naming what is missing.
+  auto p = testing::upload(device, DType::f32, {4}, std::vector<double>(4));
+  testing::expect_op_error(
+      [&] { kernels::adamw_step(p.tensor, p.tensor, p.tensor, p.tensor, clipped); }, "adamw",
+      "sum of squares");
+}
+
+TEST(ClipFactor, IsMaxNormOverNormAboveTheMaximumAndOneOtherwise) {
+  EXPECT_EQ(kernels::clip_factor(16.0f, 1.0f), 0.25f);
+  EXPECT_EQ(kernels::clip_factor(0.25f, 1.0f), 1.0f);
+  EXPECT_EQ(kernels::clip_factor(1.0f, 1.0f), 1.0f);   // equal: not above
+  EXPECT_EQ(kernels::clip_factor(16.0f, 0.0f), 1.0f);  // clipping off
+  EXPECT_EQ(kernels::clip_factor(INFINITY, 1.0f), 0.0f);
+  EXPECT_EQ(kernels::clip_factor(NAN, 1.0f), 1.0f);  // NaN stays visible
+  // 2 / sqrt(5), computed in fp64 and rounded once.
+  EXPECT_EQ(kernels::clip_factor(5.0f, 2.0f), static_cast<float>(2.0 / std::sqrt(5.0)));
+}
+
+TEST_P(OptimizerOnDevice, SumsAreFloat64SumsRoundedOnce) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{(1 << 20) + 3}}) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      std::vector<double> x = testing::uniform(n, -2, 2, rng);
+      const auto xt = testing::upload(device, dtype, {n}, x);  // rounds x to dtype
+      double squares = 0.0, sum = 0.0;
+      for (double v : x) squares += v * v, sum += v;
+      auto out = testing::upload(device, DType::f32, {1}, std::vector<double>{0.0});
+      kernels::sum_of_squares(xt.tensor, out.tensor);
+      // Summed in fp64 (error ~n 2^-53 relative, far below) and rounded to f32 once:
+      // within 2^-24 relative, with a little room for the fp64 sum's own error.
+      const std::string what = std::to_string(n) + " " + dtype_name(dtype);
+      EXPECT_NEAR(testing::download(out.tensor)[0], squares, 1.01 * 0x1p-24 * squares) << what;
+      if (dtype != DType::f32) continue;
+      // accumulate_sum adds onto what is there: out = f32(1.5 + f32(scale * sum)),
+      // two f32 roundings of values no larger than |1.5| + |scale sum|.
+      auto acc = testing::upload(device, DType::f32, {1}, std::vector<double>{1.5});
+      const double scale = 1.0 / 3.0;
+      kernels::accumulate_sum(xt.tensor, acc.tensor, scale);
+      const double want = 1.5 + scale * sum;
+      EXPECT_NEAR(testing::download(acc.tensor)[0], want,
+                  2.01 * 0x1p-24 * (1.5 + std::abs(scale * sum)))
+          << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OptimizerOnDevice, ::testing::ValuesIn(testing::all_devices()),
+                         testing::device_param_name);
+
+}  // namespace
+}  // namespace octet
