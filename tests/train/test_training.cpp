@@ -10,48 +10,11 @@
 #include "core/error.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "training_testing.h"
 
 namespace octet::train {
 namespace {
 namespace fs = std::filesystem;
-
-// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("octet-train-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-// tiny with a 64-token vocabulary, as a config file (the JSON path of --model).
-std::string write_tiny64(const TempDir& dir) {
-  const std::string path = dir / "tiny64.json";
-  std::ofstream(path) << R"({"vocab_size": 64, "hidden_size": 64, "intermediate_size": 176,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "max_position_embeddings": 64})";
-  return path;
-}
-
-TrainConfig tiny_run(const std::string& model, nn::Precision precision, int64_t steps) {
-  TrainConfig c;
-  c.model = model;
-  c.precision = precision;
-  c.steps = steps;
-  c.lr = 1e-2;
-  c.warmup = 20;
-  c.eval_every = 0;
-  c.quiet = true;
-  c.data.markov_vocab = 64;  // tiny learns a 64-token order-1 source in a few hundred steps
-  c.data.train_tokens = 1 << 18;
-  c.data.val_tokens = 1 << 14;
-  return c;
-}
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -84,7 +47,7 @@ TEST(Training, Fp32Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16) {
 }
 
 TEST(Training, ResumingAfterCtrlCContinuesWithTheSameLosses) {
-  TempDir dir;
+  testing::TempDir dir;
   const std::string model = write_tiny64(dir);
   // fp8 with delayed scaling: the run with the most state to carry over (AdamW moments,
   // data position, amax histories and scales).
@@ -97,7 +60,7 @@ TEST(Training, ResumingAfterCtrlCContinuesWithTheSameLosses) {
     Trainer trainer(c);
     for (const StepRecord& r : trainer.run()) straight.push_back(r.loss);
   }
-  c.out_dir = dir / "ckpt";
+  c.out_dir = dir.file("ckpt");
   {
     Trainer trainer(c);
     trainer.on_step = [](const StepRecord& r) {
@@ -118,10 +81,10 @@ TEST(Training, ResumingAfterCtrlCContinuesWithTheSameLosses) {
 }
 
 TEST(Training, BadInputIsRefusedAndLeavesTheCheckpointIntact) {
-  TempDir dir;
+  testing::TempDir dir;
   const std::string model = write_tiny64(dir);
   TrainConfig c = tiny_run(model, nn::Precision::bf16, 2);
-  c.out_dir = dir / "ckpt";
+  c.out_dir = dir.file("ckpt");
   { Trainer(c).run(); }
   const std::string step_dir = latest_checkpoint(c.out_dir);
   const std::string weights = step_dir + "/model.safetensors";
@@ -137,7 +100,7 @@ TEST(Training, BadInputIsRefusedAndLeavesTheCheckpointIntact) {
   };
   // Resuming where there is no checkpoint names the missing file.
   TrainConfig none = c;
-  none.out_dir = dir / "empty";
+  none.out_dir = dir.file("empty");
   none.resume = true;
   expect_error([&] { Trainer t(none); }, "latest");
   // Resuming with another precision is refused.
@@ -146,17 +109,17 @@ TEST(Training, BadInputIsRefusedAndLeavesTheCheckpointIntact) {
   other.precision = nn::Precision::fp8;
   expect_error([&] { Trainer t(other); }, "--precision");
   // An unknown config field and an impossible shape name the file and the field.
-  std::ofstream(dir / "typo.json") << R"({"vocab_size": 64, "hiden_size": 64})";
+  std::ofstream(dir.file("typo.json")) << R"({"vocab_size": 64, "hiden_size": 64})";
   TrainConfig typo = c;
-  typo.model = dir / "typo.json";
+  typo.model = dir.file("typo.json");
   expect_error([&] { Trainer t(typo); }, "hiden_size");
-  std::ofstream(dir / "heads.json") << R"({"vocab_size": 64, "hidden_size": 64,
+  std::ofstream(dir.file("heads.json")) << R"({"vocab_size": 64, "hidden_size": 64,
     "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 5})";
   TrainConfig heads = c;
-  heads.model = dir / "heads.json";
+  heads.model = dir.file("heads.json");
   expect_error([&] { Trainer t(heads); }, "num_attention_heads");
   // A truncated copy of the checkpoint is refused, naming the file.
-  const std::string broken = dir / "broken";
+  const std::string broken = dir.file("broken");
   fs::create_directories(broken);
   fs::copy(step_dir, broken + "/step_00000002");
   std::ofstream(broken + "/latest") << "step_00000002\n";

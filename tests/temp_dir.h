@@ -1,4 +1,4 @@
-// tests/data/temp_dir.h: a fresh temporary directory per test, removed afterwards.
+// tests/temp_dir.h: a fresh temporary directory per test, removed afterwards.
 // defines: TempDir
 #pragma once
 
