@@ -15,7 +15,9 @@ namespace octet::kernels {
 //   losses:  f32, T elements (written)
 //   dlogits: empty to compute the losses only, or logits' dtype and shape (written; may
 //            be logits itself, which is then overwritten)
-// Throws octet::Error naming the first target outside [0, V), its index and V.
+// On the CPU, throws octet::Error naming the first target outside [0, V), its index and
+// V. On a CUDA device the targets are not read back (that would synchronise): a row
+// whose target is outside [0, V) gets a NaN loss and NaN dlogits instead.
 void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& losses,
                    const Tensor& dlogits, float grad_scale);
 

@@ -2,6 +2,8 @@
 // reference with derived bounds and finite differences, and their errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -16,40 +18,54 @@ using testing::exact;
 
 constexpr int64_t kRows = 2 * 9, kHidden = 40;
 
+// exp's error: glibc's expf is within 1 ulp (2u relative), CUDA's expf within 2 ulp
+// (4u; CUDA C++ Programming Guide, "Mathematical Functions", without fast math).
+Approx expf_on(Device device, Approx a) {
+  const double v = std::exp(a.v);
+  return testing::rounded(v, v * std::expm1(a.e),
+                          device.is_cuda() ? 4 * testing::kU : 2 * testing::kU);
+}
+
 // The kernel's fp32 formulas in float64 with their running error bounds (Approx):
 //   forward  out = (g / (1 + exp(-g))) * u
 //   backward s = 1 / (1 + exp(-g)); dgate = (dout * u) * (s * (1 + g * (1 - s)));
 //            dup = dout * (g * s)
-// and 2^-8 relative for a bf16 result. These are the tolerances.
+// and 2^-8 relative for a bf16 result. These are the tolerances; `device` picks the
+// bound of exp (the only operation whose accuracy differs between the devices: the
+// CUDA kernel rounds every other operation as the CPU does).
 struct SwiGluReference {
   std::vector<Approx> out, dgate_up;
 };
 
 SwiGluReference reference(const std::vector<double>& gate_up, const std::vector<double>& dout,
-                          DType dtype) {
+                          int64_t rows, int64_t hidden, DType dtype, Device device) {
   SwiGluReference ref{{}, std::vector<Approx>(gate_up.size())};
   const Approx one = exact(1.0);
-  for (int64_t t = 0; t < kRows; ++t) {
-    for (int64_t j = 0; j < kHidden; ++j) {
-      const Approx g = exact(gate_up[t * 2 * kHidden + j]);
-      const Approx u = exact(gate_up[t * 2 * kHidden + kHidden + j]);
-      const Approx d = exact(dout[t * kHidden + j]);
-      const Approx e = testing::exp(-g);
+  for (int64_t t = 0; t < rows; ++t) {
+    for (int64_t j = 0; j < hidden; ++j) {
+      const Approx g = exact(gate_up[t * 2 * hidden + j]);
+      const Approx u = exact(gate_up[t * 2 * hidden + hidden + j]);
+      const Approx d = exact(dout[t * hidden + j]);
+      const Approx e = expf_on(device, -g);
       ref.out.push_back(testing::round_to(dtype, g / (one + e) * u));
       const Approx s = one / (one + e);
-      ref.dgate_up[t * 2 * kHidden + j] =
+      ref.dgate_up[t * 2 * hidden + j] =
           testing::round_to(dtype, (d * u) * (s * (one + g * (one - s))));
-      ref.dgate_up[t * 2 * kHidden + kHidden + j] = testing::round_to(dtype, d * (g * s));
+      ref.dgate_up[t * 2 * hidden + hidden + j] = testing::round_to(dtype, d * (g * s));
     }
   }
   return ref;
+}
+SwiGluReference reference(const std::vector<double>& gate_up, const std::vector<double>& dout,
+                          DType dtype, Device device) {
+  return reference(gate_up, dout, kRows, kHidden, dtype, device);
 }
 
 class SwiGluOnDevice : public ::testing::TestWithParam<Device> {};
 
 TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   for (DType dtype : {DType::f32, DType::bf16}) {
     // Gates from -12 to 12: both tails of the sigmoid and its middle.
@@ -61,7 +77,7 @@ TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
         testing::upload(device, dtype, {kRows, kHidden}, std::vector<double>(kRows * kHidden));
     const auto dx = testing::upload(device, dtype, {kRows, 2 * kHidden},
                                     std::vector<double>(kRows * 2 * kHidden));
-    const SwiGluReference ref = reference(gate_up, dout, dtype);
+    const SwiGluReference ref = reference(gate_up, dout, dtype, device);
     kernels::swiglu_forward(x.tensor, out.tensor);
     testing::expect_within(testing::download(out.tensor), ref.out,
                            std::string(dtype_name(dtype)) + " out");
@@ -76,7 +92,7 @@ TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
 
 TEST_P(SwiGluOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   std::vector<double> gate_up = testing::uniform(kRows * 2 * kHidden, -4, 4, rng);
   std::vector<double> r = testing::uniform(kRows * kHidden, -1, 1, rng);
@@ -87,7 +103,7 @@ TEST_P(SwiGluOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const auto dx = testing::upload(device, DType::f32, {kRows, 2 * kHidden},
                                   std::vector<double>(kRows * 2 * kHidden));
   kernels::swiglu_backward(rt.tensor, x.tensor, dx.tensor);
-  const SwiGluReference ref = reference(gate_up, r, DType::f32);
+  const SwiGluReference ref = reference(gate_up, r, DType::f32, device);
   std::vector<double> out_bound, grad_bound;
   for (const Approx& a : ref.out) out_bound.push_back(a.e);
   for (const Approx& a : ref.dgate_up) grad_bound.push_back(a.e);
@@ -102,10 +118,89 @@ TEST_P(SwiGluOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
       gate_up, forward, r, out_bound, testing::download(dx.tensor), grad_bound, 0x1p-5, "swiglu");
 }
 
+// Uploads `values` as dtype [rows, cols] starting `offset` elements into a fresh buffer
+// (offset 1: rows off the 16-byte boundaries the CUDA kernels' packed path needs), and
+// rounds `values` in place to what was stored.
+testing::DeviceTensor upload_at(Device device, DType dtype, int64_t rows, int64_t cols,
+                                std::vector<double>& values, int64_t offset) {
+  std::vector<double> padded(static_cast<size_t>(offset), 0.0);
+  padded.insert(padded.end(), values.begin(), values.end());
+  testing::DeviceTensor t = testing::upload(device, dtype, {rows * cols + offset}, padded);
+  t.tensor = t.buffer.view(dtype, {rows, cols}, offset * dtype_size(dtype));
+  std::copy(padded.begin() + offset, padded.end(), values.begin());
+  return t;
+}
+
+struct SwiGluResult {
+  std::vector<double> out, dgate_up;
+};
+
+// swiglu_forward and swiglu_backward on `device`, every tensor `offset` elements into its
+// buffer; also checks that the backward pass in place over gate_up gives the same bits.
+SwiGluResult run_swiglu(Device device, DType dtype, int64_t rows, int64_t hidden,
+                        std::vector<double> gate_up, std::vector<double> dout, int64_t offset) {
+  std::vector<double> out_init(rows * hidden), dx_init(rows * 2 * hidden);
+  const auto x = upload_at(device, dtype, rows, 2 * hidden, gate_up, offset);
+  const auto g = upload_at(device, dtype, rows, hidden, dout, offset);
+  const auto out = upload_at(device, dtype, rows, hidden, out_init, offset);
+  const auto dx = upload_at(device, dtype, rows, 2 * hidden, dx_init, offset);
+  kernels::swiglu_forward(x.tensor, out.tensor);
+  kernels::swiglu_backward(g.tensor, x.tensor, dx.tensor);
+  SwiGluResult r{testing::download(out.tensor), testing::download(dx.tensor)};
+  kernels::swiglu_backward(g.tensor, x.tensor, x.tensor);
+  EXPECT_EQ(testing::download(x.tensor), r.dgate_up) << device_name(device) << " in place";
+  return r;
+}
+
+// Each device's result is within its bound of the float64 value, so the two results are
+// within the sum of the two bounds of each other.
+std::vector<Approx> around(const std::vector<double>& values, const std::vector<Approx>& a,
+                           const std::vector<Approx>& b) {
+  std::vector<Approx> r;
+  for (size_t i = 0; i < values.size(); ++i) r.push_back({values[i], a[i].e + b[i].e});
+  return r;
+}
+
+TEST_P(SwiGluOnDevice, LargeOddAndMisalignedShapesMatchFloat64AndTheCpuKernel) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  struct Case {
+    int64_t rows, hidden, offset;
+  };
+  // LLaMA-7B's and TinyLlama's F (16-byte packs over many CUDA blocks), an odd F and
+  // F = 1 (one element at a time), and a packable F whose rows start one element off a
+  // 16-byte boundary (the one-element path again).
+  for (const Case c :
+       {Case{3, 11008, 0}, Case{2, 5632, 0}, Case{5, 1001, 0}, Case{3, 1, 0}, Case{4, 2048, 1}}) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const std::string what = std::string(dtype_name(dtype)) + " [" + std::to_string(c.rows) +
+                               ", 2 x " + std::to_string(c.hidden) + "] offset " +
+                               std::to_string(c.offset);
+      std::vector<double> gate_up = testing::uniform(c.rows * 2 * c.hidden, -12, 12, rng);
+      std::vector<double> dout = testing::uniform(c.rows * c.hidden, -1, 1, rng);
+      testing::round_in_place(dtype, gate_up);
+      testing::round_in_place(dtype, dout);
+      const SwiGluReference ref = reference(gate_up, dout, c.rows, c.hidden, dtype, device);
+      const SwiGluResult got = run_swiglu(device, dtype, c.rows, c.hidden, gate_up, dout, c.offset);
+      testing::expect_within(got.out, ref.out, what + " out");
+      testing::expect_within(got.dgate_up, ref.dgate_up, what + " dgate_up");
+      if (!device.is_cuda()) continue;
+      const Device cpu = Device::cpu();
+      const SwiGluReference ref_cpu = reference(gate_up, dout, c.rows, c.hidden, dtype, cpu);
+      const SwiGluResult want = run_swiglu(cpu, dtype, c.rows, c.hidden, gate_up, dout, 0);
+      testing::expect_within(got.out, around(want.out, ref.out, ref_cpu.out),
+                             what + " out against the CPU kernel");
+      testing::expect_within(got.dgate_up, around(want.dgate_up, ref.dgate_up, ref_cpu.dgate_up),
+                             what + " dgate_up against the CPU kernel");
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, SwiGluOnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
 
-TEST(SwiGluErrors, ShapesDTypesAndCudaAreRefused) {
+TEST(SwiGluErrors, ShapesAndDTypesAreRefused) {
   const Device cpu = Device::cpu();
   const auto gu = testing::upload(cpu, DType::bf16, {3, 8}, std::vector<double>(24));
   const auto gu_odd = testing::upload(cpu, DType::bf16, {3, 7}, std::vector<double>(21));
@@ -122,12 +217,15 @@ TEST(SwiGluErrors, ShapesDTypesAndCudaAreRefused) {
                            "swiglu_backward", "dgate_up must be f32 or bf16 [3, 8]");
   testing::expect_op_error([&] { kernels::swiglu_backward(out_f32.tensor, gu.tensor, gu.tensor); },
                            "swiglu_backward", "dout and dgate_up must have gate_up's dtype");
+#if !defined(OCTET_HAVE_CUDA)
+  // (In a CUDA build these views of host memory would reach the CUDA kernels.)
   Tensor gu_cuda = gu.tensor, out_cuda = out.tensor;
   gu_cuda.device = out_cuda.device = Device::cuda(0);
   testing::expect_op_error([&] { kernels::swiglu_forward(gu_cuda, out_cuda); }, "swiglu_forward",
-                           "has no CUDA implementation yet");
+                           "built without CUDA");
   testing::expect_op_error([&] { kernels::swiglu_backward(out_cuda, gu_cuda, gu_cuda); },
-                           "swiglu_backward", "has no CUDA implementation yet");
+                           "swiglu_backward", "built without CUDA");
+#endif
 }
 
 }  // namespace
