@@ -1,6 +1,6 @@
 // bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
 // after its name and returns the process exit code.
-// defines: bench_gemm_main
+// defines: bench_gemm_main, bench_step_main
 #pragma once
 
 #include <string>
@@ -11,5 +11,11 @@ namespace octet::bench {
 // octet bench gemm --device cpu|cuda [--sizes 256,512,...] [--json FILE] [--threads N]
 //                  [--reps N] [--impl auto|onednn|reference]
 int bench_gemm_main(const std::vector<std::string>& args);
+
+// octet bench step --device cpu|cuda --model tiny|small|1b|7b|config.json [--layers N]
+//                  [--batch B,...] [--seq S,...] [--precision bf16,fp8] [--recipe R,...]
+//                  [--warmup W] [--steps N] [--json] [--sweep] [--print-hf-config]
+// Times whole training steps; returns 1 when a run failed (the others are still reported).
+int bench_step_main(const std::vector<std::string>& args);
 
 }  // namespace octet::bench

@@ -42,6 +42,12 @@ commands:
                   --reps N            timed calls per cell, at least (default 10)
                   --impl auto|onednn|reference   CPU GEMM engine (default auto)
 
+  bench step    time whole training steps in bf16 and fp8: tokens/s, step time, model
+                TFLOP/s, MFU, peak memory, FP8/BF16 speedup (octet bench step --help)
+                  --device cpu|cuda --model tiny|small|1b|7b|config.json --layers N
+                  --batch B,... --seq S,... --precision bf16,fp8 --recipe R,...
+                  --warmup W --steps N --json --sweep --print-hf-config
+
   tokenize --train   train a SentencePiece tokenizer on text files
                   --input a.txt,b.txt --model-prefix out/tok   (writes out/tok.model)
                   --vocab-size N      pieces (default 8000)
@@ -79,10 +85,11 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "tokenize")
     return octet::cli::tokenize_main(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args[0] == "bench") {
-    OCTET_CHECK(args.size() >= 2, "bench", "name what to benchmark: octet bench gemm");
+    OCTET_CHECK(args.size() >= 2, "bench", "name what to benchmark: octet bench gemm|step");
     const std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[1] == "gemm") return octet::bench::bench_gemm_main(rest);
-    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm");
+    if (args[1] == "step") return octet::bench::bench_step_main(rest);
+    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm, step");
   }
   OCTET_FAIL("octet", "unknown command '", args[0], "'; run octet --help");
 }

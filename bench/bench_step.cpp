@@ -1,0 +1,471 @@
+// bench/bench_step.cpp: `octet bench step`: whole training steps (Trainer::train_step: data,
+// forward, backward, clipping, AdamW, weight sync, scaling update) timed in bf16 and in fp8
+// under each recipe: tokens/s, step time, model TFLOP/s, MFU, peak device memory and the
+// FP8/BF16 speedup, for one model or a sweep of hidden size x batch x sequence length.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "cli/args.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "fp8/recipe.h"
+#include "io/json.h"
+#include "model/config.h"
+#include "nn/precision.h"
+#include "step_model.h"
+#include "train/trainer.h"
+
+namespace octet::bench {
+namespace {
+
+constexpr const char* kHelp = R"(octet bench step: time whole training steps in bf16 and fp8
+
+usage: octet bench step [flags]
+  --device cpu|cuda          (default cpu)
+  --model tiny|small|1b|7b|config.json   (default tiny)
+  --layers N                 override num_hidden_layers (the 7B-shaped runs use 8)
+  --batch B[,B...]           sequences per step (default 8; sweep: 1,4)
+  --seq S[,S...]             tokens per sequence (default: the model's max_position_embeddings;
+                             sweep: 1024,2048,4096,8192)
+  --precision P[,P...]       fp32, bf16, fp8 (default bf16,fp8)
+  --recipe R[,R...]          FP8 recipes of the fp8 runs: tensor-current, tensor-delayed, row,
+                             block, mx (optionally :e4m3) (default tensor-current)
+  --warmup W --steps N       untimed, then timed steps per run (default 3 and 10)
+  --peak-tflops X            the peak MFU is measured against (default on cuda: 989.4, the
+                             H100/H200 dense bf16 tensor-core peak; on cpu: none, no MFU)
+  --json                     print one JSON document on stdout (progress goes to stderr)
+  --sweep                    a model per --hidden size (default 1024,2048,4096,8192): FFN by
+                             LLaMA's rule, heads of 128, vocab 32000, --layers (default 2);
+                             prints the FP8/BF16 speedup table of hidden x batch x seq
+  --print-hf-config          print the config.json of the model (with --layers, and
+                             max_position_embeddings = the largest --seq) and exit: what
+                             bench/hf_step.py and bench/step_compare.py read
+
+What the numbers mean:
+  step ms     wall time of one optimizer step: the mean over the timed steps, the device
+              synchronised before the first and after the last (never inside the loop)
+  tokens/s    batch x seq / step time
+  TFLOP/s     model FLOPs / step time, model FLOPs = 6 x (transformer matmul weights + LM head)
+              x tokens + causal attention 6 x layers x seq x hidden x tokens, the same for
+              bf16 and fp8 (bench/step_model.h derives it); recomputation is not counted
+  MFU         TFLOP/s / --peak-tflops, bf16 and fp8 alike (so fp8's MFU can exceed bf16's)
+  peak GiB    the most device memory octet held as Buffers during the run, counted from
+              before the Trainer is built: parameters, gradients, AdamW state, activations,
+              FP8 copies and workspaces (not the CUDA context or cuBLASLt's own memory)
+  speedup     the bf16 step time of the same model, batch and seq / this run's step time
+  mem/bf16    this run's peak / that of bf16
+Data: the built-in Markov corpus over the model's vocabulary (a few batches, reused).
+)";
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// One timed configuration. Runs of one `cell` share model, batch and seq.
+struct Run {
+  std::string label;  // the model: its name, config file stem or "h2048"
+  model::LlamaConfig config;
+  int64_t batch = 0, seq = 0;
+  nn::Precision precision = nn::Precision::bf16;
+  std::string recipe;  // fp8 runs only
+  int cell = 0;
+};
+
+struct Result {
+  std::string error;  // empty when the run succeeded
+  double init_seconds = 0, step_seconds = 0, tokens_per_s = 0, tflops = 0;
+  double loss = NAN;
+  size_t peak_bytes = 0;
+  int64_t parameters = 0;
+  std::optional<double> speedup, memory_ratio;  // against the cell's bf16 run
+};
+
+struct Options {
+  Device device;
+  int64_t warmup = 3, steps = 10;
+  std::optional<double> peak_tflops;
+  bool json = false, sweep = false;
+};
+
+// A temporary config.json that the Trainer reads (it takes a model name or a path).
+class TempConfig {
+ public:
+  explicit TempConfig(const model::LlamaConfig& c) {
+    static int counter = 0;
+    path_ =
+        (std::filesystem::temp_directory_path() / ("octet-bench-step-" + std::to_string(getpid()) +
+                                                   "-" + std::to_string(counter++) + ".json"))
+            .string();
+    write_json_file(path_, model::llama_config_to_json(c));
+  }
+  ~TempConfig() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  TempConfig(const TempConfig&) = delete;
+  TempConfig& operator=(const TempConfig&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Builds a Trainer for the run, steps it, and frees it (and all its device memory) before
+// returning. The peak covers everything allocated from the Trainer's construction on.
+Result time_run(const Run& run, const Options& o) {
+  Result r;
+  const TempConfig config_file(run.config);
+  train::TrainConfig tc;
+  tc.model = config_file.path();
+  tc.precision = run.precision;
+  if (!run.recipe.empty()) tc.recipe = run.recipe;
+  tc.device = device_name(o.device);
+  tc.batch = run.batch;
+  tc.seq_len = run.seq;
+  tc.steps = o.warmup + o.steps;
+  tc.lr = 1e-4;  // small and without warm-up: stable over a few steps; the cost is the same
+  tc.warmup = 0;
+  tc.eval_every = 0;
+  tc.log_every = tc.steps;  // nothing to report per step: no host read-back inside the loop
+  tc.quiet = true;
+  // The bench needs valid tokens, not a long corpus: four batches' worth (reused in a
+  // shuffled order) and one validation sequence, which the Trainer's loaders require.
+  tc.data.train_tokens = 4 * run.batch * run.seq + 1;
+  tc.data.val_tokens = run.seq + 1;
+
+  cuda_synchronize();
+  reset_device_peak_bytes(o.device);
+  const auto t_init = std::chrono::steady_clock::now();
+  train::Trainer trainer(tc);
+  cuda_synchronize();
+  r.init_seconds = seconds_since(t_init);
+  r.parameters = trainer.model().parameter_count();
+  for (int64_t i = 0; i < o.warmup; ++i) trainer.train_step();
+  cuda_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  train::StepRecord last;
+  for (int64_t i = 0; i < o.steps; ++i) last = trainer.train_step();
+  cuda_synchronize();
+  r.step_seconds = seconds_since(t0) / static_cast<double>(o.steps);
+  r.tokens_per_s = static_cast<double>(run.batch * run.seq) / r.step_seconds;
+  r.tflops = step_model_flops(run.config, run.batch, run.seq) / r.step_seconds * 1e-12;
+  r.peak_bytes = device_peak_bytes(o.device);
+  r.loss = last.loss;  // may be a stale or absent read-back on CUDA; informational only
+  return r;
+}
+
+std::string run_name(const Run& run) {
+  return run.recipe.empty() ? nn::precision_name(run.precision)
+                            : std::string(nn::precision_name(run.precision)) + " " + run.recipe;
+}
+
+std::string fixed(double x, const char* format) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, x);
+  return buf;
+}
+
+void print_header() {
+  std::printf("%-10s %6s %6s %5s %6s  %-22s %9s %11s %9s %6s %8s %7s %8s\n", "model", "layers",
+              "hidden", "batch", "seq", "precision", "step ms", "tokens/s", "TFLOP/s", "MFU",
+              "peak GiB", "speedup", "mem/bf16");
+  std::printf("%s\n", std::string(128, '-').c_str());
+}
+
+void print_row(const Run& run, const Result& r, const Options& o) {
+  std::printf("%-10s %6lld %6lld %5lld %6lld  %-22s ", run.label.c_str(),
+              static_cast<long long>(run.config.num_hidden_layers),
+              static_cast<long long>(run.config.hidden_size), static_cast<long long>(run.batch),
+              static_cast<long long>(run.seq), run_name(run).c_str());
+  if (!r.error.empty()) {
+    std::printf("failed: %s\n", r.error.c_str());
+  } else {
+    const std::string mfu =
+        o.peak_tflops ? fixed(100.0 * r.tflops / *o.peak_tflops, "%5.1f%%") : "-";
+    std::printf("%9.2f %11.1f %9.4g %6s %8.2f %7s %8s\n", r.step_seconds * 1e3, r.tokens_per_s,
+                r.tflops, mfu.c_str(), static_cast<double>(r.peak_bytes) / (1 << 30),
+                r.speedup ? fixed(*r.speedup, "%.2fx").c_str() : "-",
+                r.memory_ratio ? fixed(*r.memory_ratio, "%.2f").c_str() : "-");
+  }
+  std::fflush(stdout);
+}
+
+// The sweep's tables: one per non-bf16 precision/recipe, hidden size down, batch x seq across.
+void print_sweep_tables(const std::vector<Run>& runs, const std::vector<Result>& results) {
+  std::vector<std::string> names;
+  std::vector<std::pair<int64_t, int64_t>> columns;  // (seq, batch)
+  std::vector<int64_t> hiddens;
+  for (const Run& run : runs) {
+    if (run.precision != nn::Precision::bf16 &&
+        std::find(names.begin(), names.end(), run_name(run)) == names.end())
+      names.push_back(run_name(run));
+    if (std::find(columns.begin(), columns.end(), std::pair(run.seq, run.batch)) == columns.end())
+      columns.emplace_back(run.seq, run.batch);
+    if (std::find(hiddens.begin(), hiddens.end(), run.config.hidden_size) == hiddens.end())
+      hiddens.push_back(run.config.hidden_size);
+  }
+  std::sort(columns.begin(), columns.end());
+  for (const std::string& name : names) {
+    std::printf("\n%s speedup over bf16 (bf16 step time / %s step time), %lld layers\n",
+                name.c_str(), name.c_str(),
+                static_cast<long long>(runs.front().config.num_hidden_layers));
+    std::printf("%6s |", "hidden");
+    for (const auto& [seq, batch] : columns)
+      std::printf(" %10s", (std::to_string(batch) + "x" + std::to_string(seq)).c_str());
+    std::printf("\n%s\n", std::string(8 + 11 * columns.size(), '-').c_str());
+    for (int64_t hidden : hiddens) {
+      std::printf("%6lld |", static_cast<long long>(hidden));
+      for (const auto& [seq, batch] : columns) {
+        std::string cell = "-";
+        for (size_t i = 0; i < runs.size(); ++i) {
+          const Run& run = runs[i];
+          if (run.config.hidden_size == hidden && run.seq == seq && run.batch == batch &&
+              run_name(run) == name && results[i].speedup)
+            cell = fixed(*results[i].speedup, "%.2fx");
+        }
+        std::printf(" %10s", cell.c_str());
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf("columns: batch x seq; '-': a run failed (see above) or was not run\n");
+}
+
+Json run_json(const Run& run, const Result& r, const Options& o) {
+  Json j = Json::object();
+  j.set("model", run.label);
+  j.set("hidden_size", run.config.hidden_size);
+  j.set("num_hidden_layers", run.config.num_hidden_layers);
+  j.set("intermediate_size", run.config.intermediate_size);
+  j.set("num_attention_heads", run.config.num_attention_heads);
+  j.set("num_key_value_heads", run.config.num_key_value_heads);
+  j.set("vocab_size", run.config.vocab_size);
+  j.set("batch", run.batch);
+  j.set("seq", run.seq);
+  j.set("precision", nn::precision_name(run.precision));
+  j.set("recipe", run.recipe.empty() ? Json() : Json(run.recipe));
+  j.set("tokens_per_step", run.batch * run.seq);
+  j.set("model_flops_per_step", step_model_flops(run.config, run.batch, run.seq));
+  j.set("error", r.error.empty() ? Json() : Json(r.error));
+  const bool ok = r.error.empty();
+  auto number = [&](double x) { return ok && std::isfinite(x) ? Json(x) : Json(); };
+  j.set("parameters", ok ? Json(r.parameters) : Json());
+  j.set("init_seconds", number(r.init_seconds));
+  j.set("step_seconds", number(r.step_seconds));
+  j.set("tokens_per_s", number(r.tokens_per_s));
+  j.set("model_tflops", number(r.tflops));
+  j.set("mfu", o.peak_tflops ? number(r.tflops / *o.peak_tflops) : Json());
+  j.set("peak_bytes", ok ? Json(static_cast<int64_t>(r.peak_bytes)) : Json());
+  j.set("loss", number(r.loss));
+  j.set("speedup_vs_bf16", r.speedup ? Json(*r.speedup) : Json());
+  j.set("peak_bytes_vs_bf16", r.memory_ratio ? Json(*r.memory_ratio) : Json());
+  return j;
+}
+
+// The runs: for each model x seq x batch (one cell), bf16 first, then the other precisions
+// as given, fp8 once per recipe.
+std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
+  std::vector<nn::Precision> precisions;
+  for (const std::string& p : split_list(args.get("precision", "bf16,fp8"))) {
+    const nn::Precision precision = nn::precision_from_name(p);
+    if (std::find(precisions.begin(), precisions.end(), precision) == precisions.end())
+      precisions.push_back(precision);
+  }
+  // bf16 first: the other runs of a cell are compared with it as they finish.
+  std::stable_partition(precisions.begin(), precisions.end(),
+                        [](nn::Precision p) { return p == nn::Precision::bf16; });
+  const std::vector<std::string> recipes = split_list(args.get("recipe", "tensor-current"));
+  OCTET_CHECK(!precisions.empty() && !recipes.empty(), "bench step",
+              "--precision and --recipe need at least one name");
+  for (const std::string& r : recipes) fp8::recipe_from_name(r);  // fail early on a typo
+
+  std::vector<std::pair<std::string, model::LlamaConfig>> models;
+  std::vector<long long> seqs, batches;
+  if (o.sweep) {
+    OCTET_CHECK(!args.has("model"), "bench step", "--sweep builds its own models; use --hidden");
+    const long long layers = args.get_int("layers", 2);
+    for (long long hidden : args.get_int_list("hidden", {1024, 2048, 4096, 8192})) {
+      OCTET_CHECK(hidden >= 128 && hidden % 128 == 0, "bench step",
+                  "--hidden sizes must be multiples of 128 (heads of 128), got ", hidden);
+      models.emplace_back("h" + std::to_string(hidden), sweep_config(hidden, layers, 1));
+    }
+    seqs = args.get_int_list("seq", {1024, 2048, 4096, 8192});
+    batches = args.get_int_list("batch", {1, 4});
+  } else {
+    OCTET_CHECK(!args.has("hidden"), "bench step", "--hidden is for --sweep");
+    const std::string name = args.get("model", "tiny");
+    model::LlamaConfig c = model::load_llama_config(name);
+    if (args.has("layers")) c.num_hidden_layers = args.get_int("layers", 0);
+    std::string label = std::filesystem::path(name).stem().string();
+    if (args.has("layers")) label += "/" + std::to_string(c.num_hidden_layers) + "L";
+    models.emplace_back(label, c);
+    seqs = args.get_int_list("seq", {c.max_position_embeddings});
+    batches = args.get_int_list("batch", {8});
+  }
+  for (long long s : seqs) OCTET_CHECK(s >= 1, "bench step", "--seq must be positive, got ", s);
+  for (long long b : batches)
+    OCTET_CHECK(b >= 1, "bench step", "--batch must be positive, got ", b);
+
+  std::vector<Run> runs;
+  int cell = 0;
+  for (const auto& [label, base] : models) {
+    for (long long seq : seqs) {
+      for (long long batch : batches) {
+        Run run{label,
+                base,
+                static_cast<int64_t>(batch),
+                static_cast<int64_t>(seq),
+                nn::Precision::bf16,
+                "",
+                cell++};
+        // The bench picks the sequence length; RoPE works at any position.
+        run.config.max_position_embeddings = seq;
+        run.config.validate("bench step: " + label);
+        for (nn::Precision p : precisions) {
+          run.precision = p;
+          if (p != nn::Precision::fp8) {
+            run.recipe.clear();
+            runs.push_back(run);
+            continue;
+          }
+          for (const std::string& r : recipes) {
+            run.recipe = r;
+            runs.push_back(run);
+          }
+        }
+      }
+    }
+  }
+  return runs;
+}
+
+int run(const cli::Args& args) {
+  Options o;
+  o.device = device_from_name(args.get("device", "cpu"));
+  o.warmup = args.get_int("warmup", 3);
+  o.steps = args.get_int("steps", 10);
+  o.json = args.has("json");
+  o.sweep = args.has("sweep");
+  OCTET_CHECK(o.warmup >= 0 && o.steps >= 1, "bench step",
+              "--warmup must be >= 0 and --steps >= 1, got ", o.warmup, " and ", o.steps);
+  if (args.has("peak-tflops")) {
+    o.peak_tflops = args.get_double("peak-tflops", 0.0);
+    OCTET_CHECK(*o.peak_tflops > 0.0, "bench step", "--peak-tflops must be positive");
+  } else if (o.device.is_cuda()) {
+    o.peak_tflops = kHopperBf16DenseTflops;
+  }
+  const std::vector<Run> runs = make_runs(args, o);
+
+  if (args.has("print-hf-config")) {
+    OCTET_CHECK(!o.sweep, "bench step", "--print-hf-config takes one model, not --sweep");
+    model::LlamaConfig c = runs.front().config;
+    for (const Run& r : runs)
+      c.max_position_embeddings = std::max(c.max_position_embeddings, r.seq);
+    std::printf("%s\n", model::llama_config_to_json(c).dump(2).c_str());
+    return 0;
+  }
+  OCTET_CHECK(!o.device.is_cuda() || cuda_available(), "bench step",
+              "--device cuda needs a CUDA build (this one: ", cuda_compiled() ? "yes" : "no",
+              ") and a visible GPU (", cuda_device_count(), " found)");
+
+  std::FILE* log = o.json ? stderr : stdout;
+  std::fprintf(log, "octet bench step: %s, %lld warm-up + %lld timed steps per run, ",
+               device_name(o.device).c_str(), static_cast<long long>(o.warmup),
+               static_cast<long long>(o.steps));
+  if (o.peak_tflops)
+    std::fprintf(log, "MFU against %.1f TFLOP/s\n", *o.peak_tflops);
+  else
+    std::fprintf(log, "no MFU (no --peak-tflops for the CPU)\n");
+  std::fflush(log);
+  if (!o.json) print_header();
+
+  std::vector<Result> results(runs.size());
+  bool failed = false;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& run = runs[i];
+    if (o.json) {
+      std::fprintf(stderr, "run %zu/%zu: %s, %lld layers, batch %lld x seq %lld, %s\n", i + 1,
+                   runs.size(), run.label.c_str(),
+                   static_cast<long long>(run.config.num_hidden_layers),
+                   static_cast<long long>(run.batch), static_cast<long long>(run.seq),
+                   run_name(run).c_str());
+    }
+    Result& r = results[i];
+    try {
+      r = time_run(run, o);
+    } catch (const std::exception& e) {  // octet::Error, or std::bad_alloc on the host
+      r = Result{};
+      r.error = e.what();
+      failed = true;
+    }
+    for (size_t j = 0; j < i; ++j) {  // the cell's bf16 run, which came first
+      const Result& b = results[j];
+      if (runs[j].cell == run.cell && runs[j].precision == nn::Precision::bf16 && b.error.empty() &&
+          r.error.empty()) {
+        r.speedup = b.step_seconds / r.step_seconds;
+        if (b.peak_bytes > 0)
+          r.memory_ratio = static_cast<double>(r.peak_bytes) / static_cast<double>(b.peak_bytes);
+      }
+    }
+    if (run.precision == nn::Precision::bf16 && r.error.empty()) {
+      r.speedup = 1.0;
+      r.memory_ratio = 1.0;
+    }
+    if (o.json && !r.error.empty()) std::fprintf(stderr, "  failed: %s\n", r.error.c_str());
+    if (!o.json) print_row(run, r, o);
+  }
+
+  if (o.json) {
+    Json doc = Json::object();
+    doc.set("bench", "step");
+    doc.set("device", device_name(o.device));
+    doc.set("warmup", o.warmup);
+    doc.set("steps", o.steps);
+    doc.set("peak_tflops", o.peak_tflops ? Json(*o.peak_tflops) : Json());
+    Json list = Json::array();
+    for (size_t i = 0; i < runs.size(); ++i) list.push_back(run_json(runs[i], results[i], o));
+    doc.set("runs", std::move(list));
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else if (o.sweep) {
+    print_sweep_tables(runs, results);
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int bench_step_main(const std::vector<std::string>& args) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::fputs(kHelp, stdout);
+    return 0;
+  }
+  const cli::Args parsed("bench step", args,
+                         {"device", "model", "layers", "batch", "seq", "precision", "recipe",
+                          "warmup", "steps", "peak-tflops", "hidden"},
+                         {"json", "sweep", "print-hf-config"});
+  OCTET_CHECK(parsed.positional().empty(), "bench step", "unexpected argument '",
+              parsed.positional().front(), "'; see octet bench step --help");
+  return run(parsed);
+}
+
+}  // namespace octet::bench
