@@ -21,6 +21,8 @@ constexpr int kScatterCols = 16;
 constexpr int kIdsPerThread = 4;
 constexpr int kScanStep = kScatterThreads * kIdsPerThread;
 constexpr int64_t kScatterBlockCols = int64_t{kScatterThreads} * kScatterCols;
+// Tokens of one id whose dout rows a thread loads before it adds them.
+constexpr int kRowBatch = 4;
 
 // The device cannot throw: an id outside [0, V) is reported once per process on stdout (at
 // the next synchronisation), its output row is NaN in the forward pass (so that the loss
@@ -61,6 +63,35 @@ __global__ void gather_kernel(const int32_t* ids, const void* table, bool table_
   }
 }
 
+// acc[c] += dout[rows[r], col0 + c * kScatterThreads] for r < count, in order: all the rows'
+// loads are issued before the first addition, so a frequent id waits for memory once per
+// kRowBatch tokens rather than once per token.
+__device__ __forceinline__ void add_rows(const int64_t (&rows)[kRowBatch], int count,
+                                         const void* dout, bool bf16, int64_t dim, int64_t col0,
+                                         float (&acc)[kScatterCols]) {
+  // Column c is col0 + c * kScatterThreads: a constant offset from the row's pointer, so
+  // the loads need no 64-bit address arithmetic of their own.
+  const int64_t valid = dim - col0;  // columns c with c * kScatterThreads < valid exist
+  float v[kRowBatch][kScatterCols];
+#pragma unroll
+  for (int r = 0; r < kRowBatch; ++r) {
+    const int64_t from = (r < count ? rows[r] : 0) * dim + col0;
+    const uint16_t* h = static_cast<const uint16_t*>(dout) + from;
+    const float* f = static_cast<const float*>(dout) + from;
+#pragma unroll
+    for (int c = 0; c < kScatterCols; ++c) {
+      const int at = c * kScatterThreads;
+      v[r][c] = r >= count || at >= valid ? 0.0f : bf16 ? bf16_to_f32(h[at]) : f[at];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRowBatch; ++r) {
+    if (r >= count) break;
+#pragma unroll
+    for (int c = 0; c < kScatterCols; ++c) acc[c] = __fadd_rn(acc[c], v[r][c]);
+  }
+}
+
 // Block (t, c): if t is the first token with its id, it adds the dout rows of every token
 // with that id, in increasing t, onto dtable's row (columns of slice c), in registers, and
 // writes the row once; any other block returns after finding an earlier token with its id.
@@ -96,6 +127,8 @@ __global__ void __launch_bounds__(kScatterThreads)
     acc[c] = j < dim ? row[j] : 0.0f;
   }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t pending[kRowBatch];  // the next tokens to add, in increasing t
+  int count = 0;
   for (int64_t base = t; base < tokens; base += kScanStep) {
     // Bit b of matches[w]: token base + 32 w + b has this id (w = q * warps + warp).
 #pragma unroll
@@ -107,16 +140,16 @@ __global__ void __launch_bounds__(kScatterThreads)
     __syncthreads();
     for (int w = 0; w < kScanStep / 32; ++w) {
       for (unsigned m = matches[w]; m != 0; m &= m - 1) {
-        const int64_t from = (base + w * 32 + (__ffs(static_cast<int>(m)) - 1)) * dim;
-#pragma unroll
-        for (int c = 0; c < kScatterCols; ++c) {
-          const int64_t j = col0 + c * kScatterThreads;
-          if (j < dim) acc[c] = __fadd_rn(acc[c], load1(dout, bf16, from + j));
+        pending[count++] = base + w * 32 + (__ffs(static_cast<int>(m)) - 1);
+        if (count == kRowBatch) {
+          add_rows(pending, count, dout, bf16, dim, col0, acc);
+          count = 0;
         }
       }
     }
     __syncthreads();  // matches is rewritten in the next step
   }
+  add_rows(pending, count, dout, bf16, dim, col0, acc);
 #pragma unroll
   for (int c = 0; c < kScatterCols; ++c) {
     const int64_t j = col0 + c * kScatterThreads;
