@@ -25,7 +25,8 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, con
   OCTET_CHECK(std::isfinite(eps) && eps >= 0.0f, op, "eps must be finite and >= 0, got ", eps);
   if (x.numel() == 0) return;
   if (device.is_cpu()) return cpu::rmsnorm_forward(x, weight, y, rstd, eps);
-  fail_no_cuda_yet(op);
+  require_cuda(op, x);
+  OCTET_CUDA_RETURN(op, rmsnorm_forward, x, weight, y, rstd, eps);
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -46,7 +47,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   check_no_overlap(op, "dx", dx, "x", x);
   if (x.numel() == 0) return;
   if (device.is_cpu()) return cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight);
-  fail_no_cuda_yet(op);
+  require_cuda(op, x);
+  OCTET_CUDA_RETURN(op, rmsnorm_backward, dy, x, weight, rstd, dx, dweight);
 }
 
 }  // namespace octet::kernels

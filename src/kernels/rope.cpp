@@ -32,7 +32,8 @@ void rope_forward(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_
   if (qkv.device.is_cpu()) {
     return cpu::rope(qkv, n_heads, n_kv_heads, head_dim, seq_len, theta, false);
   }
-  fail_no_cuda_yet(op);
+  require_cuda(op, qkv);
+  OCTET_CUDA_RETURN(op, rope, qkv, n_heads, n_kv_heads, head_dim, seq_len, theta, false);
 }
 
 void rope_backward(const Tensor& dqkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
@@ -43,7 +44,8 @@ void rope_backward(const Tensor& dqkv, int64_t n_heads, int64_t n_kv_heads, int6
   if (dqkv.device.is_cpu()) {
     return cpu::rope(dqkv, n_heads, n_kv_heads, head_dim, seq_len, theta, true);
   }
-  fail_no_cuda_yet(op);
+  require_cuda(op, dqkv);
+  OCTET_CUDA_RETURN(op, rope, dqkv, n_heads, n_kv_heads, head_dim, seq_len, theta, true);
 }
 
 }  // namespace octet::kernels

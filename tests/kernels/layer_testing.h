@@ -3,7 +3,8 @@
 // (Approx), host <-> device tensors, the bound check, a finite-difference gradient
 // check and the expectation of an op's error.
 // defines: kU, kUBf16, gamma, Approx, exact, rounded, sum, round_to, exp, log, sqrt, cos,
-//          sin, DeviceTensor, round_in_place, upload, upload_ids, download, uniform, expect_within,
+//          sin, DeviceTensor, round_in_place, upload, upload_ids, upload_misaligned,
+//          absent_cuda_device, download, uniform, centred_on, expect_within,
 //          expect_gradient_matches_finite_differences, expect_op_error,
 //          OCTET_SKIP_UNTIL_CUDA_KERNELS
 #pragma once
@@ -177,7 +178,35 @@ inline std::vector<double> uniform(size_t n, double lo, double hi, Rng& rng) {
   return v;
 }
 
+// `values` as dtype on `device`, starting one element past an aligned address: the kernels'
+// paths for data that allows no 16-byte vector access. Rounds `values` as upload does.
+inline DeviceTensor upload_misaligned(Device device, DType dtype, Shape shape,
+                                      std::vector<double>& values) {
+  std::vector<double> padded(values.size() + 1, 0.0);
+  std::copy(values.begin(), values.end(), padded.begin() + 1);
+  DeviceTensor t = upload(device, dtype, {static_cast<int64_t>(padded.size())}, padded);
+  t.tensor = t.buffer.view(dtype, shape, dtype_size(dtype));
+  std::copy(padded.begin() + 1, padded.end(), values.begin());
+  return t;
+}
+
+// A CUDA device this machine lacks (cuda:0 where there is no GPU or no CUDA in the build):
+// a dispatcher must refuse it before it touches memory, so host memory may pose as it.
+inline Device absent_cuda_device() {
+  return Device::cuda(cuda_device_count());
+}
+
 // ---- checks --------------------------------------------------------------------
+
+// The bound for a device result against the CPU kernel's result `cpu` on the same inputs:
+// each is within its own bound (`a`, `b`: the float64 references for the two devices) of
+// the exact value, so they are within a.e + b.e of each other.
+inline std::vector<Approx> centred_on(const std::vector<double>& cpu, const std::vector<Approx>& a,
+                                      const std::vector<Approx>& b) {
+  std::vector<Approx> out(cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) out[i] = {cpu[i], a.at(i).e + b.at(i).e};
+  return out;
+}
 
 // Asserts |got[i] - want[i].v| <= want[i].e everywhere; reports the worst element.
 // OCTET_TEST_VERBOSE=1 prints how much of its bound each check used.

@@ -26,42 +26,44 @@ struct NormReference {
   std::vector<Approx> y, rstd, dx, dweight;
 };
 
+// Sums in any order (testing::sum), so the bounds hold for the CPU's lanes and for the CUDA
+// kernel's tree of warp sums and its per-block dweight partials alike.
 NormReference reference(const std::vector<double>& x, const std::vector<double>& w,
                         const std::vector<double>& dy, const std::vector<double>& dweight0,
-                        DType dtype) {
+                        DType dtype, int64_t rows = kRows, int64_t dim = kDim) {
   NormReference ref;
-  std::vector<Approx> dw_terms[kDim];
-  for (int64_t j = 0; j < kDim; ++j) dw_terms[j] = {exact(dweight0[j])};
-  for (int64_t t = 0; t < kRows; ++t) {
+  std::vector<std::vector<Approx>> dw_terms(dim);
+  for (int64_t j = 0; j < dim; ++j) dw_terms[j] = {exact(dweight0[j])};
+  for (int64_t t = 0; t < rows; ++t) {
     std::vector<Approx> squares, dot_terms;
-    for (int64_t j = 0; j < kDim; ++j)
-      squares.push_back(exact(x[t * kDim + j]) * exact(x[t * kDim + j]));
-    const Approx r = exact(1.0) / testing::sqrt(testing::sum(squares) / exact(kDim) + exact(kEps));
+    for (int64_t j = 0; j < dim; ++j)
+      squares.push_back(exact(x[t * dim + j]) * exact(x[t * dim + j]));
+    const Approx r = exact(1.0) / testing::sqrt(testing::sum(squares) / exact(dim) + exact(kEps));
     ref.rstd.push_back(r);
-    std::vector<Approx> dn(kDim);
-    for (int64_t j = 0; j < kDim; ++j) {
-      const Approx xj = exact(x[t * kDim + j]), dyj = exact(dy[t * kDim + j]);
+    std::vector<Approx> dn(dim);
+    for (int64_t j = 0; j < dim; ++j) {
+      const Approx xj = exact(x[t * dim + j]), dyj = exact(dy[t * dim + j]);
       const Approx n = testing::round_to(dtype, xj * r);
       ref.y.push_back(testing::round_to(dtype, exact(w[j]) * n));
       dn[j] = dyj * exact(w[j]);
       dot_terms.push_back(dn[j] * xj);
       dw_terms[j].push_back(dyj * n);
     }
-    const Approx c = testing::sum(dot_terms) * r * r * r / exact(kDim);
-    for (int64_t j = 0; j < kDim; ++j) {
-      ref.dx.push_back(testing::round_to(dtype, r * dn[j] - c * exact(x[t * kDim + j])));
+    const Approx c = testing::sum(dot_terms) * r * r * r / exact(dim);
+    for (int64_t j = 0; j < dim; ++j) {
+      ref.dx.push_back(testing::round_to(dtype, r * dn[j] - c * exact(x[t * dim + j])));
     }
   }
-  for (int64_t j = 0; j < kDim; ++j) ref.dweight.push_back(testing::sum(dw_terms[j]));
+  for (int64_t j = 0; j < dim; ++j) ref.dweight.push_back(testing::sum(dw_terms[j]));
   return ref;
 }
 
 // Rows of different scales (2^-3 .. 2^3): RMSNorm must not care.
-std::vector<double> random_rows(testing::Rng& rng) {
-  std::vector<double> x = testing::uniform(kRows * kDim, -2, 2, rng);
-  for (int64_t t = 0; t < kRows; ++t) {
+std::vector<double> random_rows(testing::Rng& rng, int64_t rows = kRows, int64_t dim = kDim) {
+  std::vector<double> x = testing::uniform(rows * dim, -2, 2, rng);
+  for (int64_t t = 0; t < rows; ++t) {
     const double scale = std::exp2(testing::uniform(1, -3, 3, rng)[0]);
-    for (int64_t j = 0; j < kDim; ++j) x[t * kDim + j] *= scale;
+    for (int64_t j = 0; j < dim; ++j) x[t * dim + j] *= scale;
   }
   return x;
 }
@@ -70,7 +72,7 @@ class RmsNormOnDevice : public ::testing::TestWithParam<Device> {};
 
 TEST_P(RmsNormOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   for (DType dtype : {DType::f32, DType::bf16}) {
     for (DType wdtype : {DType::f32, DType::bf16}) {
@@ -110,9 +112,92 @@ TEST_P(RmsNormOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) 
   }
 }
 
+// Forward and backward on `device` for [rows, dim] against float64 and, off the CPU, against
+// the CPU kernel on the same inputs, within the sum of the two bounds (the devices sum in
+// different orders; each result is within its bound of the exact value).
+void expect_norm_matches(Device device, int64_t rows, int64_t dim, bool misaligned,
+                         testing::Rng& rng) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (DType wdtype : {DType::f32, DType::bf16}) {
+      const std::string what = std::string(dtype_name(dtype)) + " weight " + dtype_name(wdtype) +
+                               " [" + std::to_string(rows) + ", " + std::to_string(dim) + "]" +
+                               (misaligned ? " misaligned" : "");
+      std::vector<double> x = random_rows(rng, rows, dim),
+                          w = testing::uniform(dim, -1.5, 1.5, rng);
+      std::vector<double> dy = testing::uniform(rows * dim, -1, 1, rng);
+      std::vector<double> dweight0 = testing::uniform(dim, -1, 1, rng);
+      const auto xt = misaligned ? testing::upload_misaligned(device, dtype, {rows, dim}, x)
+                                 : testing::upload(device, dtype, {rows, dim}, x);
+      const auto wt = testing::upload(device, wdtype, {dim}, w);
+      const auto dyt = testing::upload(device, dtype, {rows, dim}, dy);
+      const auto dwt = testing::upload(device, DType::f32, {dim}, dweight0);
+      const auto yt = testing::upload(device, dtype, {rows, dim}, std::vector<double>(rows * dim));
+      const auto rstd = testing::upload(device, DType::f32, {rows}, std::vector<double>(rows));
+      const auto dxt = testing::upload(device, dtype, {rows, dim}, std::vector<double>(rows * dim));
+      kernels::rmsnorm_forward(xt.tensor, wt.tensor, yt.tensor, rstd.tensor, kEps);
+      kernels::rmsnorm_backward(dyt.tensor, xt.tensor, wt.tensor, rstd.tensor, dxt.tensor,
+                                dwt.tensor);
+      const std::vector<std::vector<double>> got = {
+          testing::download(yt.tensor), testing::download(rstd.tensor),
+          testing::download(dxt.tensor), testing::download(dwt.tensor)};
+
+      const NormReference ref = reference(x, w, dy, dweight0, dtype, rows, dim);
+      const std::vector<Approx>* want[] = {&ref.y, &ref.rstd, &ref.dx, &ref.dweight};
+      const char* names[] = {" y", " rstd", " dx", " dweight"};
+      for (int k = 0; k < 4; ++k) testing::expect_within(got[k], *want[k], what + names[k]);
+      if (device.is_cpu()) continue;
+
+      const Device cpu = Device::cpu();
+      const auto xc = testing::upload(cpu, dtype, {rows, dim}, x);
+      const auto wc = testing::upload(cpu, wdtype, {dim}, w);
+      const auto dyc = testing::upload(cpu, dtype, {rows, dim}, dy);
+      const auto dwc = testing::upload(cpu, DType::f32, {dim}, dweight0);
+      const auto yc = testing::upload(cpu, dtype, {rows, dim}, std::vector<double>(rows * dim));
+      const auto rc = testing::upload(cpu, DType::f32, {rows}, std::vector<double>(rows));
+      kernels::rmsnorm_forward(xc.tensor, wc.tensor, yc.tensor, rc.tensor, kEps);
+      kernels::rmsnorm_backward(dyc.tensor, xc.tensor, wc.tensor, rc.tensor, dyc.tensor,
+                                dwc.tensor);
+      const std::vector<std::vector<double>> cpu_got = {
+          testing::download(yc.tensor), testing::download(rc.tensor), testing::download(dyc.tensor),
+          testing::download(dwc.tensor)};
+      for (int k = 0; k < 4; ++k) {
+        testing::expect_within(got[k], testing::centred_on(cpu_got[k], *want[k], *want[k]),
+                               what + names[k] + " vs cpu");
+      }
+    }
+  }
+}
+
+// Rows of 16-byte groups with 256 threads (D = 4096) and 512 threads (D = 8192, the widest
+// the CUDA kernel takes), idle threads (D = 1000), the element-wise paths (D = 1001, or x off
+// a 16-byte boundary), and enough rows that the backward kernel's blocks take several rows
+// each and dweight sums hundreds of block partials (1100 rows).
+TEST_P(RmsNormOnDevice, WideOddAndMisalignedRowsMatchFloat64AndTheCpu) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  expect_norm_matches(device, 24, 4096, false, rng);
+  expect_norm_matches(device, 3, 8192, false, rng);
+  expect_norm_matches(device, 37, 1000, false, rng);
+  expect_norm_matches(device, 9, 1001, false, rng);
+  expect_norm_matches(device, 11, 256, true, rng);
+  expect_norm_matches(device, 1100, 64, false, rng);
+  expect_norm_matches(device, 2, 3, false, rng);
+  if (device.is_cuda()) {
+    // Wider rows than 512 threads of 16 columns are refused, not computed wrong.
+    const int64_t dim = 8200;
+    const auto x = testing::upload(device, DType::bf16, {2, dim}, std::vector<double>(2 * dim));
+    const auto w = testing::upload(device, DType::f32, {dim}, std::vector<double>(dim));
+    const auto r = testing::upload(device, DType::f32, {2}, std::vector<double>(2));
+    testing::expect_op_error(
+        [&] { kernels::rmsnorm_forward(x.tensor, w.tensor, x.tensor, r.tensor, kEps); },
+        "rmsnorm_forward", "D=8200 is wider than the CUDA kernel's 8192 columns");
+  }
+}
+
 TEST_P(RmsNormOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   std::vector<double> x = testing::uniform(kRows * kDim, -1, 1, rng);
   std::vector<double> w = testing::uniform(kDim, -1.5, 1.5, rng);
@@ -155,7 +240,7 @@ TEST_P(RmsNormOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
 INSTANTIATE_TEST_SUITE_P(Devices, RmsNormOnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
 
-TEST(RmsNormErrors, ShapesDTypesAndCudaAreRefused) {
+TEST(RmsNormErrors, ShapesDTypesAndAbsentDevicesAreRefused) {
   const Device cpu = Device::cpu();
   const auto x = testing::upload(cpu, DType::bf16, {3, 8}, std::vector<double>(24, 1.0));
   const auto y = testing::upload(cpu, DType::bf16, {3, 8}, std::vector<double>(24, 1.0));
@@ -190,19 +275,19 @@ TEST(RmsNormErrors, ShapesDTypesAndCudaAreRefused) {
                                   dw.tensor);
       },
       "rmsnorm_backward", "dy and dx must have x's dtype");
-  auto on_cuda = [](Tensor t) { return t.device = Device::cuda(0), t; };
+  auto on_cuda = [](Tensor t) { return t.device = testing::absent_cuda_device(), t; };
   testing::expect_op_error(
       [&] {
         kernels::rmsnorm_forward(on_cuda(x.tensor), on_cuda(w.tensor), on_cuda(y.tensor),
                                  on_cuda(rstd.tensor), kEps);
       },
-      "rmsnorm_forward", "has no CUDA implementation yet");
+      "rmsnorm_forward", "CUDA device");
   testing::expect_op_error(
       [&] {
         kernels::rmsnorm_backward(on_cuda(y.tensor), on_cuda(x.tensor), on_cuda(w.tensor),
                                   on_cuda(rstd.tensor), on_cuda(y.tensor), on_cuda(dw.tensor));
       },
-      "rmsnorm_backward", "has no CUDA implementation yet");
+      "rmsnorm_backward", "CUDA device");
 }
 
 }  // namespace
