@@ -189,12 +189,16 @@ Dims dims_of(const AttentionDims& a) {
 
 // The limits of the CUDA kernels, beyond those of the op.
 void check_limits(const char* op, const AttentionDims& d) {
-  OCTET_CHECK(d.seq_len <= (int64_t{1} << 22), op, "seq_len=", d.seq_len,
-              " is above the CUDA kernels' 4194304 (their grids count 64-row blocks in "
-              "grid.y); split the sequence");
-  OCTET_CHECK(d.head_dim <= kMaxSimpleHeadDim || d.head_dim == 64 || d.head_dim == 128, op,
-              "head_dim=", d.head_dim, " is above the ", kMaxSimpleHeadDim,
-              " that the CUDA kernels keep in shared memory; use head_dim <= ", kMaxSimpleHeadDim);
+  constexpr int64_t kMaxSeqLen = int64_t{65535} * 64;  // grid.y counts blocks of 64 rows
+  OCTET_CHECK(d.seq_len <= kMaxSeqLen, op, "seq_len=", d.seq_len, " is above the CUDA kernels' ",
+              kMaxSeqLen, "; split the sequence");
+  OCTET_CHECK(d.batch * d.n_heads * d.seq_len / kWarps < (int64_t{1} << 31), op, "batch=", d.batch,
+              " x n_heads=", d.n_heads, " x seq_len=", d.seq_len,
+              " rows are more than the simple CUDA kernels' grid holds; split the batch");
+  OCTET_CHECK(
+      d.head_dim <= kMaxSimpleHeadDim || d.head_dim == 64 || d.head_dim == 128, op,
+      "head_dim=", d.head_dim, " is above the ", kMaxSimpleHeadDim,
+      " that the simple CUDA kernels keep in shared memory; use head_dim <= ", kMaxSimpleHeadDim);
 }
 
 unsigned warp_blocks(int64_t rows) {

@@ -24,10 +24,11 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(Params p) {
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* sq = smem;
   uint16_t* sdo = sq + T::tile_elems(BQ);
-  uint16_t* sk = sdo + T::tile_elems(BQ);     // [2][BK] rows
+  uint16_t* so = sdo + T::tile_elems(BQ);     // out, for D
+  uint16_t* sk = so + T::tile_elems(BQ);      // [2][BK] rows
   uint16_t* sv = sk + 2 * T::tile_elems(BK);  // [2][BK] rows
-  float* s_lse2 = reinterpret_cast<float*>(sv + 2 * T::tile_elems(BK));
-  float* s_d = s_lse2 + BQ;
+  float* s_lse = reinterpret_cast<float*>(sv + 2 * T::tile_elems(BK));
+  float* s_d = s_lse + BQ;
 
   const int S = p.seq_len, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int b = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads, g = h / p.group;
@@ -37,13 +38,14 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(Params p) {
   const uint16_t* v_src = seq + int64_t{p.n_heads + p.n_kv_heads + g} * HD;
   const int n_tiles = min((q0 + BQ + BK - 1) / BK, (S + BK - 1) / BK);
 
+  const int64_t out_at = int64_t{b} * S * p.out_width + int64_t{h} * HD;
   load_tile<HD, BQ>(sq, seq + int64_t{h} * HD, p.width, q0, S);
-  load_tile<HD, BQ>(sdo, p.dout + int64_t{b} * S * p.out_width + int64_t{h} * HD, p.out_width, q0,
-                    S);
+  load_tile<HD, BQ>(sdo, p.dout + out_at, p.out_width, q0, S);
+  load_tile<HD, BQ>(so, p.out + out_at, p.out_width, q0, S);
+  load_lse<BQ>(s_lse, p, b, h, q0);
   load_tile<HD, BK>(sk, k_src, p.width, 0, S);
   load_tile<HD, BK>(sv, v_src, p.width, 0, S);
   cp_async_commit();
-  load_row_stats<HD, BQ>(p, b, h, q0, s_lse2, s_d);
 
   uint32_t qf[HD / 16][4], dof[HD / 16][4];
   float dq[HD / 8][4];
@@ -62,14 +64,16 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(Params p) {
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (t == 0) {
+    if (t == 0) {  // the block's rows arrived with the first tile
+      row_stats<HD, BQ>(sdo, so, s_lse, s_d);
+      __syncthreads();
 #pragma unroll
       for (int kk = 0; kk < HD / 16; ++kk) {
         load_a<HD>(qf[kk], sq, warp * 16, kk * 16);
         load_a<HD>(dof[kk], sdo, warp * 16, kk * 16);
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) lse2[r] = s_lse2[row0 + r * 8], d[r] = s_d[row0 + r * 8];
+      for (int r = 0; r < 2; ++r) lse2[r] = s_lse[row0 + r * 8], d[r] = s_d[row0 + r * 8];
     }
     const uint16_t* tk = sk + buf * T::tile_elems(BK);
     const uint16_t* tv = sv + buf * T::tile_elems(BK);
@@ -136,28 +140,32 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(Params p) {
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* sk = smem;
   uint16_t* sv = sk + T::tile_elems(BK);
-  uint16_t* sq = sv + T::tile_elems(BK);                                  // [2][BQ] rows
-  uint16_t* sdo = sq + 2 * T::tile_elems(BQ);                             // [2][BQ] rows
-  float* s_lse2 = reinterpret_cast<float*>(sdo + 2 * T::tile_elems(BQ));  // [2][BQ]
-  float* s_d = s_lse2 + 2 * BQ;                                           // [2][BQ]
+  uint16_t* sq = sv + T::tile_elems(BK);                                // [2][BQ] rows
+  uint16_t* sdo = sq + 2 * T::tile_elems(BQ);                           // [2][BQ] rows
+  uint16_t* so = sdo + 2 * T::tile_elems(BQ);                           // [2][BQ] rows: out
+  float* s_lse = reinterpret_cast<float*>(so + 2 * T::tile_elems(BQ));  // [2][BQ]
+  float* s_d = s_lse + 2 * BQ;                                          // [2][BQ]
 
   const int S = p.seq_len, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int b = blockIdx.x / p.n_kv_heads, g = blockIdx.x % p.n_kv_heads;
   const int k0 = blockIdx.y * BK;  // the blocks with the most queries (small k0) first
   const uint16_t* seq = p.qkv + int64_t{b} * S * p.width;
   const uint16_t* dout_seq = p.dout + int64_t{b} * S * p.out_width;
+  const uint16_t* out_seq = p.out + int64_t{b} * S * p.out_width;
   const int first = k0 / BQ;  // the query tile holding query k0 (BQ divides BK)
   const int per_head = (S + BQ - 1) / BQ - first;
   const int n_tiles = p.group * per_head;
 
-  // Query tile t: q head g * group + t / per_head, queries from (first + t % per_head) BQ.
+  // Query tile t: q head g * group + t / per_head, queries from (first + t % per_head) BQ;
+  // its q, dout, out rows and lse go to buffer `buf`, all asynchronously.
   auto issue = [&](int t, int buf) {
     const int h = g * p.group + t / per_head, q0 = (first + t % per_head) * BQ;
     load_tile<HD, BQ>(sq + buf * T::tile_elems(BQ), seq + int64_t{h} * HD, p.width, q0, S);
     load_tile<HD, BQ>(sdo + buf * T::tile_elems(BQ), dout_seq + int64_t{h} * HD, p.out_width, q0,
                       S);
+    load_tile<HD, BQ>(so + buf * T::tile_elems(BQ), out_seq + int64_t{h} * HD, p.out_width, q0, S);
+    load_lse<BQ>(s_lse + buf * BQ, p, b, h, q0);
     cp_async_commit();
-    load_row_stats<HD, BQ>(p, b, h, q0, s_lse2 + buf * BQ, s_d + buf * BQ);
   };
   load_tile<HD, BK>(sk, seq + int64_t{p.n_heads + g} * HD, p.width, k0, S);
   load_tile<HD, BK>(sv, seq + int64_t{p.n_heads + p.n_kv_heads + g} * HD, p.width, k0, S);
@@ -183,8 +191,10 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(Params p) {
     const int q0 = (first + t % per_head) * BQ;
     const uint16_t* tq = sq + buf * T::tile_elems(BQ);
     const uint16_t* tdo = sdo + buf * T::tile_elems(BQ);
-    const float* lse2 = s_lse2 + buf * BQ;
+    const float* lse2 = s_lse + buf * BQ;
     const float* d = s_d + buf * BQ;
+    row_stats<HD, BQ>(tdo, so + buf * T::tile_elems(BQ), s_lse + buf * BQ, s_d + buf * BQ);
+    __syncthreads();
 
     float s[BQ / 8][4], dp[BQ / 8][4];
 #pragma unroll
@@ -231,13 +241,13 @@ __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(Params p) {
 template <int HD>
 constexpr size_t dq_smem_bytes() {
   using T = Tiles<HD>;
-  return (2 * T::tile_elems(T::rows) + 4 * T::tile_elems(T::bwd_cols)) * sizeof(uint16_t) +
+  return (3 * T::tile_elems(T::rows) + 4 * T::tile_elems(T::bwd_cols)) * sizeof(uint16_t) +
          2 * T::rows * sizeof(float);
 }
 template <int HD>
 constexpr size_t dkdv_smem_bytes() {
   using T = Tiles<HD>;
-  return (2 * T::tile_elems(T::rows) + 4 * T::tile_elems(T::bwd_cols)) * sizeof(uint16_t) +
+  return (2 * T::tile_elems(T::rows) + 6 * T::tile_elems(T::bwd_cols)) * sizeof(uint16_t) +
          4 * T::bwd_cols * sizeof(float);
 }
 static_assert(dkdv_smem_bytes<128>() <= 227 * 1024 && dq_smem_bytes<128>() <= 227 * 1024,

@@ -5,7 +5,7 @@
 // statistics. CUDA only; internal to kernels/cuda.
 // defines: flash::Tiles, flash::Params, flash::load_a, flash::load_b_by_rows,
 //          flash::load_b_by_cols, flash::rows_times_rows, flash::acc_times_tile,
-//          flash::load_tile, flash::load_row_stats, flash::launch, flash::params
+//          flash::load_tile, flash::load_lse, flash::row_stats, flash::launch, flash::params
 #pragma once
 
 #include <cuda_bf16.h>
@@ -62,6 +62,12 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes)
+               : "memory");
+}
+// 4 bytes global -> shared, asynchronously (cached in L1: .cg takes 16 bytes only).
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
@@ -216,6 +222,19 @@ __device__ __forceinline__ void load_tile(uint16_t* tile, const uint16_t* src, i
   }
 }
 
+// Starts copying the saved lse of the N queries [q0, q0 + N) of q head h into `lse`
+// (threads 0 .. N - 1, 4 bytes each); rows past the sequence get 0, as their zero q and
+// dout rows make every product they enter 0.
+template <int N>
+__device__ __forceinline__ void load_lse(float* lse, const Params& p, int b, int h, int q0) {
+  static_assert(N <= kThreads, "one thread per row");
+  const int r = threadIdx.x;
+  if (r >= N) return;
+  const bool valid = q0 + r < p.seq_len;
+  const float* from = p.lse + (valid ? (int64_t{b} * p.n_heads + h) * p.seq_len + q0 + r : 0);
+  cp_async_4(smem_address(lse + r), from, valid);
+}
+
 __device__ __forceinline__ float dot8_bf16(uint4 x, uint4 y) {
   const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
   float sum = 0.0f;
@@ -227,33 +246,30 @@ __device__ __forceinline__ float dot8_bf16(uint4 x, uint4 y) {
   return sum;
 }
 
-// For the N queries [q0, q0 + N) of q head h: lse2[r] = lse * log2(e) (+inf past the
-// sequence, making P = 0 there) and d[r] = D = dout . out, in shared memory. Threads
-// share rows in groups of kThreads / N (lanes next to each other, reduced by shuffles).
+// For the N query rows of staged dO and O tiles: d[r] = D = dout_r . out_r (fp32), and
+// the staged lse[r] scaled in place to log2 units. Threads share rows in groups of
+// kThreads / N neighbouring lanes, reduced by shuffles. Call with the tiles complete
+// and no warp reading d or lse (between barriers).
 template <int HD, int N>
-__device__ __forceinline__ void load_row_stats(const Params& p, int b, int h, int q0, float* lse2,
-                                               float* d) {
+__device__ __forceinline__ void row_stats(const uint16_t* tdo, const uint16_t* to, float* lse,
+                                          float* d) {
   constexpr int kPerRow = kThreads / N;
   static_assert(kPerRow == 2 || kPerRow == 4, "2 or 4 threads per row");
   constexpr int kPieces = HD / 8 / kPerRow;  // 16-byte pieces of a row per thread
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
-  const int query = q0 + r;
   float sum = 0.0f;
-  if (query < p.seq_len) {
-    const int64_t at = (int64_t{b} * p.seq_len + query) * p.out_width + int64_t{h} * HD;
-    const auto* go = reinterpret_cast<const uint4*>(p.dout + at);
-    const auto* o = reinterpret_cast<const uint4*>(p.out + at);
 #pragma unroll
-    for (int i = 0; i < kPieces; ++i)
-      sum += dot8_bf16(go[part + i * kPerRow], o[part + i * kPerRow]);
+  for (int i = 0; i < kPieces; ++i) {
+    const int col = (part + i * kPerRow) * 8;
+    sum += dot8_bf16(*reinterpret_cast<const uint4*>(tdo + r * Tiles<HD>::ld + col),
+                     *reinterpret_cast<const uint4*>(to + r * Tiles<HD>::ld + col));
   }
 #pragma unroll
   for (int offset = kPerRow / 2; offset > 0; offset /= 2)
     sum += __shfl_xor_sync(0xFFFFFFFFu, sum, offset);
   if (part == 0) {
     d[r] = sum;
-    lse2[r] = query < p.seq_len ? p.lse[(int64_t{b} * p.n_heads + h) * p.seq_len + query] * kLog2e
-                                : INFINITY;
+    lse[r] *= kLog2e;
   }
 }
 
