@@ -196,8 +196,8 @@ void check_limits(const char* op, const AttentionDims& d) {
               " x n_heads=", d.n_heads, " x seq_len=", d.seq_len,
               " rows are more than the simple CUDA kernels' grid holds; split the batch");
   OCTET_CHECK(
-      d.head_dim <= kMaxSimpleHeadDim || d.head_dim == 64 || d.head_dim == 128, op,
-      "head_dim=", d.head_dim, " is above the ", kMaxSimpleHeadDim,
+      d.head_dim <= kMaxSimpleHeadDim, op, "head_dim=", d.head_dim, " is above the ",
+      kMaxSimpleHeadDim,
       " that the simple CUDA kernels keep in shared memory; use head_dim <= ", kMaxSimpleHeadDim);
 }
 
