@@ -1,6 +1,6 @@
 // bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
 // after its name and returns the process exit code.
-// defines: bench_gemm_main, bench_step_main
+// defines: bench_gemm_main, bench_step_main, bench_attention_main
 #pragma once
 
 #include <string>
@@ -17,5 +17,9 @@ int bench_gemm_main(const std::vector<std::string>& args);
 //                  [--warmup W] [--steps N] [--json] [--sweep] [--print-hf-config]
 // Times whole training steps; returns 1 when a run failed (the others are still reported).
 int bench_step_main(const std::vector<std::string>& args);
+
+// octet bench attention [--device cuda|cpu] [--dtype bf16|f32] [--shapes BxSxHqxHkvxhd,...]
+//                       [--reps N] [--json FILE]
+int bench_attention_main(const std::vector<std::string>& args);
 
 }  // namespace octet::bench

@@ -41,6 +41,14 @@ commands:
                   --threads N         CPU threads (default: all cores)
                   --reps N            timed calls per cell, at least (default 10)
                   --impl auto|onednn|reference   CPU GEMM engine (default auto)
+  bench attention   time causal GQA attention forward, backward and both (TFLOP/s)
+                  --device cuda|cpu   (default cuda)
+                  --dtype bf16|f32    (default bf16)
+                  --shapes BxSxHqxHkvxhd,...   (default 16k tokens: B=8 S=2048 and
+                                      B=2 S=8192, Hq=32, Hkv=8 and 32, hd=128 and 64)
+                  --reps N            timed calls per cell, at least (default 10)
+                  --json FILE         also write one JSON record per shape
+                                      (bench/torch_attention.py --ours FILE compares)
 
   bench step    time whole training steps in bf16 and fp8: tokens/s, step time, model
                 TFLOP/s, MFU, peak memory, FP8/BF16 speedup (octet bench step --help)
@@ -89,7 +97,8 @@ int run(const std::vector<std::string>& args) {
     const std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[1] == "gemm") return octet::bench::bench_gemm_main(rest);
     if (args[1] == "step") return octet::bench::bench_step_main(rest);
-    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm, step");
+    if (args[1] == "attention") return octet::bench::bench_attention_main(rest);
+    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm, step, attention");
   }
   OCTET_FAIL("octet", "unknown command '", args[0], "'; run octet --help");
 }

@@ -18,8 +18,9 @@ AttentionDims validate(const char* op, const Tensor& qkv, int64_t batch, int64_t
   const AttentionDims d{batch, seq_len, n_heads, n_kv_heads, head_dim};
   check_activation(op, "qkv", qkv, batch * seq_len, (n_heads + 2 * n_kv_heads) * head_dim,
                    qkv.device);
-  const size_t need = cpu::attention_workspace_bytes(seq_len, head_dim, 1);
+  // The CUDA kernels need no workspace (they recompute what they would keep there).
   if (qkv.device.is_cpu()) {
+    const size_t need = cpu::attention_workspace_bytes(seq_len, head_dim, 1);
     OCTET_CHECK(
         workspace.device == qkv.device && workspace.nbytes() >= need && workspace.data != nullptr,
         op, "the workspace must hold at least ", need, " bytes on ", device_name(qkv.device),
@@ -52,7 +53,8 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
   check_no_overlap(op, "lse", lse, "qkv", qkv);
   if (tokens == 0) return;
   if (qkv.device.is_cpu()) return cpu::attention_forward(qkv, out, lse, d, workspace);
-  fail_no_cuda_yet(op);
+  require_cuda(op, qkv);
+  OCTET_CUDA_RETURN(op, attention_forward, qkv, out, lse, d, workspace);
 }
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -75,7 +77,8 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   check_no_overlap(op, "dqkv", dqkv, "lse", lse);
   if (tokens == 0) return;
   if (qkv.device.is_cpu()) return cpu::attention_backward(dout, qkv, out, lse, dqkv, d, workspace);
-  fail_no_cuda_yet(op);
+  require_cuda(op, qkv);
+  OCTET_CUDA_RETURN(op, attention_backward, dout, qkv, out, lse, dqkv, d, workspace);
 }
 
 }  // namespace octet::kernels

@@ -11,8 +11,9 @@
 namespace octet::kernels {
 
 // Bytes of workspace that attention_forward and attention_backward need to run on
-// `threads` CPU threads (0: omp_get_max_threads()). With a smaller workspace (at least
-// the size for 1 thread) the CPU kernels use as many threads as it has room for; the
+// `threads` CPU threads (0: omp_get_max_threads()); on a CUDA device they need none
+// (any workspace tensor, even an empty one, is accepted and left alone). With a smaller workspace
+// (at least the size for 1 thread) the CPU kernels use as many threads as it has room for; the
 // results are the same bits for any thread count. Per thread: one row of scores or
 // the dk/dv accumulators of one block of 32 keys, max(seq_len + 2 hd, 66 hd) floats.
 size_t attention_workspace_bytes(int64_t seq_len, int64_t head_dim, int threads = 0);
@@ -25,8 +26,10 @@ size_t attention_workspace_bytes(int64_t seq_len, int64_t head_dim, int threads 
 //   out: qkv's dtype [B * S, n_heads * head_dim] (written), head h in columns h * head_dim...
 //   lse: f32 [B, n_heads, S] (written): the log-sum-exp of each row of scaled scores,
 //        saved for the backward pass
-//   workspace: u8, at least attention_workspace_bytes(S, head_dim, 1) bytes, on qkv's device
-// n_heads must be a multiple of n_kv_heads; out must not overlap qkv.
+//   workspace: CPU: u8, at least attention_workspace_bytes(S, head_dim, 1) bytes; CUDA: unused
+// n_heads must be a multiple of n_kv_heads; out must not overlap qkv. On CUDA, bf16 with
+// head_dim 64 or 128 and 16-byte aligned tensors runs on tensor cores (P rounded to bf16
+// before P v, as in FlashAttention); other cases run a simple fp32 kernel (head_dim <= 512).
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, int64_t batch,
                        int64_t seq_len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                        const Tensor& workspace);
@@ -38,7 +41,9 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
 //   took and wrote them
 //   dqkv: qkv's dtype, qkv's shape (written, not accumulated): the q heads' gradients
 //         and the k and v heads' gradients summed over the q heads that share them
-// Every element of dqkv is summed in a fixed order, whatever the thread count.
+// Every element of dqkv is summed in a fixed order, whatever the thread count (and on
+// CUDA without atomics: the same bits on every run). The tensor-core path rounds P and dS
+// to bf16 before their products.
 // dqkv must not overlap the inputs.
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         const Tensor& dqkv, int64_t batch, int64_t seq_len, int64_t n_heads,

@@ -1,6 +1,8 @@
 // tests/kernels/test_attention.cpp: kernels::attention_forward/backward (causal, MHA
 // and GQA) against a float64 reference that materialises the full score matrix, with
-// derived bounds, against finite differences, across thread counts, and their errors.
+// bounds derived for each way the kernels evaluate it (fp32; bf16 tensor cores), against
+// finite differences, the CUDA kernels against the CPU kernels and each other, the
+// determinism of the results, and the errors.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -17,6 +19,7 @@ namespace {
 
 using testing::Approx;
 using testing::exact;
+using testing::kU;
 
 constexpr int64_t kBatch = 2;
 
@@ -30,26 +33,87 @@ struct AttnCase {
            " hd=" + std::to_string(head_dim) + " S=" + std::to_string(seq_len);
   }
 };
-// GQA and MHA at small odd lengths; S=37 spans two 32-key blocks of the backward pass.
+// GQA and MHA at small odd lengths; S=37 spans two 32-key blocks of the CPU backward pass.
 const AttnCase kCases[] = {{4, 2, 8, 9}, {4, 4, 16, 7}, {4, 2, 16, 37}};
+// The CUDA instance adds the tensor-core head dims (64, 128) at lengths that are one
+// token, one partial tile, and many 32/64-row tiles with a partial last one (200, 333,
+// 1000), MHA and GQA (groups of 2 and 4), and an odd head dim (40) for the simple kernel.
+const AttnCase kCudaCases[] = {{4, 2, 64, 1},    {4, 4, 64, 17},   {4, 1, 128, 200},
+                               {2, 2, 128, 333}, {2, 1, 64, 1000}, {4, 2, 40, 130}};
+
+// How the kernel under test evaluates the formulas; it decides the error bounds.
+enum class Path {
+  fp32,   // the CPU kernels and the simple CUDA kernels: fp32 throughout
+  flash,  // the CUDA tensor-core kernels (bf16 with head_dim 64 or 128)
+};
+Path path_of(Device device, DType dtype, const AttnCase& c) {
+  const bool flash =
+      device.is_cuda() && dtype == DType::bf16 && (c.head_dim == 64 || c.head_dim == 128);
+  return flash ? Path::flash : Path::fp32;
+}
+
+// The tensor cores' fp32 accumulation: mma.sync adds its 16 exact bf16 products and the
+// accumulator after aligning them to the largest and truncating (Fasi et al., "Numerical
+// behavior of NVIDIA tensor cores", PeerJ CS 2021), keeping at least 23 bits: each addend
+// loses less than 2^-22 of the largest, itself at most the sum of magnitudes so far.
+// Over n terms (<= n steps, each adding the accumulator once more) that is < 2 n 2^-22.
+constexpr double kUTensorCore = 0x1p-22;
+// exp2f: 2 ulp (CUDA Programming Guide, maximum ulp errors) = 4u relative.
+constexpr double kUExp2 = 4 * kU;
+// The forward key tile of the flash kernel: the online softmax rescales once per tile.
+constexpr int64_t kFlashKeyTile = 64;
+
+// A sum of Approx terms accumulated one at a time (the long cases have too many terms
+// to keep as lists), with the bound of the way the kernel sums them.
+struct Sum {
+  double v = 0.0, e = 0.0, mag = 0.0;
+  int64_t n = 0;
+  void add(Approx x) { v += x.v, e += x.e, mag += std::abs(x.v) + x.e, ++n; }
+  // fp32 adds in any order: testing::sum's bound.
+  Approx fp32() const { return {v, e + (n > 1 ? testing::gamma(n - 1) * mag : 0.0)}; }
+  Approx on(Path path) const {
+    return path == Path::flash ? Approx{v, e + 2.0 * n * kUTensorCore * mag} : fp32();
+  }
+};
+
+// A bf16 operand of a tensor-core product: P and dS rounded (2^-8 relative).
+Approx operand(Path path, Approx a) {
+  return path == Path::flash ? testing::round_to(DType::bf16, a) : a;
+}
+
+// The flash kernels' exp2(x - m): the argument's error, exp2f's, `rel` more, and 2^-126
+// absolute for results that exp2f flushes to zero or makes subnormal.
+Approx exp_flash(Approx a, double rel) {
+  const double v = std::exp(a.v);
+  const double e0 = v * std::expm1(a.e);
+  return {v, e0 + std::expm1(kUExp2 + rel) * (v + e0) + 0x1p-126};
+}
 
 // The kernel's formulas in float64, step by step, each value with the running error
-// bound of its fp32 evaluation (testing::Approx): these bounds are the tolerances.
+// bound of its evaluation (testing::Approx): these bounds are the tolerances.
 //   s_ij = (q_i . k_j) * fl(1/sqrt(hd)); m_i = max_j s_ij (the computed max errs by at
 //   most max_j bound(s_ij)); p_ij = exp(s_ij - m_i); l_i = sum_j p_ij;
 //   out_i = (sum_j p_ij v_j) / l_i; lse_i = m_i + log(l_i);
-//   D_i = dout_i . out_i (out as stored); P_ij = exp(s_ij - lse_i); dS_ij = P_ij (dout_i . v_j -
-//   D_i); dq_i = (sum_j dS_ij k_j) * scale; dk_j = (sum_{h, i} dS_ij q_i) * scale; dv_j = sum_{h,
-//   i} P_ij dout_i.
-// bf16 results add 2^-8 relative (round_to).
+//   D_i = dout_i . out_i (out as stored); P_ij = exp(s_ij - lse_i); dS_ij = P_ij (dout_i .
+//   v_j - D_i); dq_i = (sum_j dS_ij k_j) * scale; dk_j = (sum_{h, i} dS_ij q_i) * scale;
+//   dv_j = sum_{h, i} P_ij dout_i.
+// bf16 results add 2^-8 relative (round_to). Path::flash (see above) differs in: the
+// products q.k, p v, dout.v, dS k, dS q and P dout on tensor cores (Sum::on), P and dS
+// rounded to bf16 as their operands, exp2f in log2 units (the argument errs as the
+// reference's does: fl(log2(e)/sqrt(hd)) is within the reference's scale bound), the
+// saved lse scaled by fl(log2 e) in fp32 (2u |lse| more), and the forward's online
+// softmax: each of the i / 64 rescalings multiplies the earlier terms by an exp2f (4u)
+// and rounds the product (u), and the rounding of the running-max differences adds at
+// most u (m_last - m_first) <= 2u max_j |s_ij| to the exponent.
 struct AttnReference {
   std::vector<Approx> out, lse, dqkv;
 };
 
 AttnReference reference(const AttnCase& c, const std::vector<double>& qkv,
-                        const std::vector<double>& dout, DType dtype) {
+                        const std::vector<double>& dout, DType dtype, Path path) {
   const int64_t S = c.seq_len, hd = c.head_dim, H = c.n_heads, W = c.width(), OW = c.out_width();
   const int64_t group = c.n_heads / c.n_kv_heads;
+  const bool flash = path == Path::flash;
   const Approx scale = exact(1.0) / testing::sqrt(exact(static_cast<double>(hd)));
   auto q_at = [&](int64_t b, int64_t i, int64_t h) { return (b * S + i) * W + h * hd; };
   auto k_at = [&](int64_t b, int64_t j, int64_t g) { return q_at(b, j, H + g); };
@@ -57,61 +121,86 @@ AttnReference reference(const AttnCase& c, const std::vector<double>& qkv,
   auto o_at = [&](int64_t b, int64_t i, int64_t h) { return (b * S + i) * OW + h * hd; };
   auto dot = [&](const std::vector<double>& a, int64_t ia, const std::vector<Approx>& b,
                  int64_t ib) {
-    std::vector<Approx> terms;
-    for (int64_t d = 0; d < hd; ++d) terms.push_back(exact(a[ia + d]) * b[ib + d]);
-    return testing::sum(terms);
+    Sum sum;
+    for (int64_t d = 0; d < hd; ++d) sum.add(exact(a[ia + d]) * b[ib + d]);
+    return sum;
   };
   std::vector<Approx> x;
   for (double v : qkv) x.push_back(exact(v));
 
   AttnReference ref{std::vector<Approx>(c.tokens() * OW), std::vector<Approx>(kBatch * H * S),
                     std::vector<Approx>(c.tokens() * W, exact(0.0))};
-  std::vector<std::vector<Approx>> dk_terms(c.tokens() * W), dv_terms(c.tokens() * W);
+  std::vector<Sum> dkv(c.tokens() * W);  // dk and dv, at the columns of k and v
   for (int64_t b = 0; b < kBatch; ++b) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t g = h / group;
       std::vector<std::vector<Approx>> s(S);  // the full (causal) score matrix
       for (int64_t i = 0; i < S; ++i) {
         for (int64_t j = 0; j <= i; ++j)
-          s[i].push_back(dot(qkv, q_at(b, i, h), x, k_at(b, j, g)) * scale);
+          s[i].push_back(dot(qkv, q_at(b, i, h), x, k_at(b, j, g)).on(path) * scale);
       }
       for (int64_t i = 0; i < S; ++i) {
         Approx m{-INFINITY, 0.0};
-        for (const Approx& sij : s[i]) m.v = std::max(m.v, sij.v), m.e = std::max(m.e, sij.e);
-        std::vector<Approx> p;
-        for (const Approx& sij : s[i]) p.push_back(testing::exp(sij - m));
-        const Approx l = testing::sum(p);
-        for (int64_t d = 0; d < hd; ++d) {
-          std::vector<Approx> terms;
-          for (int64_t j = 0; j <= i; ++j) terms.push_back(p[j] * x[v_at(b, j, g) + d]);
-          ref.out[o_at(b, i, h) + d] = testing::round_to(dtype, testing::sum(terms) / l);
+        double s_max = 0.0;
+        for (const Approx& sij : s[i]) {
+          m.v = std::max(m.v, sij.v), m.e = std::max(m.e, sij.e);
+          s_max = std::max(s_max, std::abs(sij.v) + sij.e);
         }
-        ref.lse[(b * H + h) * S + i] = m + testing::log(l);
+        const double rescaling = static_cast<double>(i / kFlashKeyTile) * 5 * kU + 2 * kU * s_max;
+        std::vector<Approx> p_in;  // p as the product p v takes it
+        Sum l;
+        for (const Approx& sij : s[i]) {
+          const Approx p = flash ? exp_flash(sij - m, rescaling) : testing::exp(sij - m);
+          l.add(p);
+          p_in.push_back(operand(path, p));
+        }
+        for (int64_t d = 0; d < hd; ++d) {
+          Sum num;
+          for (int64_t j = 0; j <= i; ++j) num.add(p_in[j] * x[v_at(b, j, g) + d]);
+          ref.out[o_at(b, i, h) + d] = testing::round_to(dtype, num.on(path) / l.fp32());
+        }
+        ref.lse[(b * H + h) * S + i] = m + testing::log(l.fp32());
       }
       for (int64_t i = 0; i < S; ++i) {
-        const Approx d_i = dot(dout, o_at(b, i, h), ref.out, o_at(b, i, h));
-        std::vector<std::vector<Approx>> dq_terms(hd);
+        const Approx d_i = dot(dout, o_at(b, i, h), ref.out, o_at(b, i, h)).fp32();
+        Approx lse = ref.lse[(b * H + h) * S + i];
+        if (flash) lse.e += 2 * kU * std::abs(lse.v);
+        std::vector<Sum> dq(hd);
         for (int64_t j = 0; j <= i; ++j) {
-          const Approx p = testing::exp(s[i][j] - ref.lse[(b * H + h) * S + i]);
-          const Approx ds = p * (dot(dout, o_at(b, i, h), x, v_at(b, j, g)) - d_i);
+          const Approx p = flash ? exp_flash(s[i][j] - lse, 0.0) : testing::exp(s[i][j] - lse);
+          const Approx ds = p * (dot(dout, o_at(b, i, h), x, v_at(b, j, g)).on(path) - d_i);
+          const Approx ds_in = operand(path, ds), p_in = operand(path, p);
           for (int64_t d = 0; d < hd; ++d) {
-            dq_terms[d].push_back(ds * x[k_at(b, j, g) + d]);
-            dk_terms[k_at(b, j, g) + d].push_back(ds * x[q_at(b, i, h) + d]);
-            dv_terms[v_at(b, j, g) + d].push_back(p * exact(dout[o_at(b, i, h) + d]));
+            dq[d].add(ds_in * x[k_at(b, j, g) + d]);
+            dkv[k_at(b, j, g) + d].add(ds_in * x[q_at(b, i, h) + d]);
+            dkv[v_at(b, j, g) + d].add(p_in * exact(dout[o_at(b, i, h) + d]));
           }
         }
-        for (int64_t d = 0; d < hd; ++d) {
-          ref.dqkv[q_at(b, i, h) + d] = testing::round_to(dtype, testing::sum(dq_terms[d]) * scale);
-        }
+        for (int64_t d = 0; d < hd; ++d)
+          ref.dqkv[q_at(b, i, h) + d] = testing::round_to(dtype, dq[d].on(path) * scale);
       }
     }
   }
-  for (size_t at = 0; at < dk_terms.size(); ++at) {
-    if (!dk_terms[at].empty())
-      ref.dqkv[at] = testing::round_to(dtype, testing::sum(dk_terms[at]) * scale);
-    if (!dv_terms[at].empty()) ref.dqkv[at] = testing::round_to(dtype, testing::sum(dv_terms[at]));
+  for (int64_t t = 0; t < c.tokens(); ++t) {
+    for (int64_t col = H * hd; col < W; ++col) {
+      const int64_t at = t * W + col;
+      const bool is_k = col < (H + c.n_kv_heads) * hd;
+      if (dkv[at].n > 0)
+        ref.dqkv[at] = testing::round_to(dtype, is_k ? dkv[at].on(path) * scale : dkv[at].on(path));
+    }
   }
   return ref;
+}
+
+// `values` as dtype on `device`, `offset_bytes` into its buffer (2: a view that is not
+// 16-byte aligned, which the CUDA kernels take to the simple path).
+testing::DeviceTensor upload_at(Device device, DType dtype, Shape shape,
+                                const std::vector<double>& values, size_t offset_bytes) {
+  const testing::DeviceTensor packed = testing::upload(device, dtype, shape, values);
+  testing::DeviceTensor t{Buffer(device, packed.tensor.nbytes() + offset_bytes), {}};
+  t.tensor = t.buffer.view(dtype, shape, offset_bytes);
+  copy_bytes(t.tensor.data, device, packed.tensor.data, device, packed.tensor.nbytes());
+  return t;
 }
 
 // Runs forward and backward on `device`; returns out, lse and dqkv.
@@ -119,8 +208,9 @@ struct AttnRun {
   std::vector<double> out, lse, dqkv;
 };
 AttnRun run(Device device, const AttnCase& c, DType dtype, const std::vector<double>& qkv,
-            const std::vector<double>& dout, int threads, size_t workspace_offset = 0) {
-  const auto x = testing::upload(device, dtype, {c.tokens(), c.width()}, qkv);
+            const std::vector<double>& dout, int threads, size_t workspace_offset = 0,
+            size_t qkv_offset = 0) {
+  const auto x = upload_at(device, dtype, {c.tokens(), c.width()}, qkv, qkv_offset);
   const auto g = testing::upload(device, dtype, {c.tokens(), c.out_width()}, dout);
   const auto out = testing::upload(device, dtype, {kBatch, c.seq_len, c.out_width()},
                                    std::vector<double>(c.tokens() * c.out_width(), NAN));
@@ -139,33 +229,87 @@ AttnRun run(Device device, const AttnCase& c, DType dtype, const std::vector<dou
           testing::download(dx.tensor)};
 }
 
+// Two kernels each within `bound` of the reference differ by at most twice the bound.
+void expect_agree(const std::vector<double>& a, const std::vector<double>& b,
+                  const std::vector<Approx>& bound, const std::string& what) {
+  std::vector<Approx> twice;
+  for (size_t i = 0; i < b.size(); ++i) twice.push_back({b[i], 2.0 * bound[i].e});
+  testing::expect_within(a, twice, what);
+}
+
+// qkv in [-2, 2): scores up to ~4 sqrt(hd), peaked and flat softmax rows alike.
+struct AttnInputs {
+  std::vector<double> qkv, dout;
+};
+AttnInputs inputs(const AttnCase& c, DType dtype, testing::Rng& rng) {
+  AttnInputs in{testing::uniform(c.tokens() * c.width(), -2, 2, rng),
+                testing::uniform(c.tokens() * c.out_width(), -1, 1, rng)};
+  testing::round_in_place(dtype, in.qkv);
+  testing::round_in_place(dtype, in.dout);
+  return in;
+}
+
 class AttentionOnDevice : public ::testing::TestWithParam<Device> {};
 
 TEST_P(AttentionOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  for (const AttnCase& c : kCases) {
+  std::vector<AttnCase> cases(std::begin(kCases), std::end(kCases));
+  if (device.is_cuda()) cases.insert(cases.end(), std::begin(kCudaCases), std::end(kCudaCases));
+  for (const AttnCase& c : cases) {
     for (DType dtype : {DType::f32, DType::bf16}) {
-      const std::string what = c.name() + " " + dtype_name(dtype);
-      // Scores up to ~|2 * 2| * hd / sqrt(hd): peaked and flat softmax rows alike.
-      std::vector<double> qkv = testing::uniform(c.tokens() * c.width(), -2, 2, rng);
-      std::vector<double> dout = testing::uniform(c.tokens() * c.out_width(), -1, 1, rng);
-      testing::round_in_place(dtype, qkv);
-      testing::round_in_place(dtype, dout);
-      // The workspace at an odd address: the kernel aligns inside it.
-      const AttnRun got = run(device, c, dtype, qkv, dout, 0, 1);
-      const AttnReference ref = reference(c, qkv, dout, dtype);
+      const Path path = path_of(device, dtype, c);
+      const std::string what =
+          c.name() + " " + dtype_name(dtype) + (path == Path::flash ? " (tensor cores)" : "");
+      const AttnInputs in = inputs(c, dtype, rng);
+      // The workspace at an odd address: the CPU kernel aligns inside it.
+      const AttnRun got = run(device, c, dtype, in.qkv, in.dout, 0, 1);
+      const AttnReference ref = reference(c, in.qkv, in.dout, dtype, path);
       testing::expect_within(got.out, ref.out, what + " out");
       testing::expect_within(got.lse, ref.lse, what + " lse");
       testing::expect_within(got.dqkv, ref.dqkv, what + " dqkv");
+      if (device.is_cpu()) continue;
+      // The CPU kernel is within its own (fp32) bounds, which the flash bounds contain
+      // term by term, so the devices differ by at most twice the bounds used here.
+      const AttnRun cpu = run(Device::cpu(), c, dtype, in.qkv, in.dout, 0);
+      expect_agree(got.out, cpu.out, ref.out, what + " out vs cpu");
+      expect_agree(got.lse, cpu.lse, ref.lse, what + " lse vs cpu");
+      expect_agree(got.dqkv, cpu.dqkv, ref.dqkv, what + " dqkv vs cpu");
     }
+  }
+}
+
+// bf16 at the tensor-core head dims once on the flash kernels (aligned tensors) and once
+// on the simple kernel (qkv 2 bytes into its buffer): both within their own bounds, and
+// apart by at most the sum of the two.
+TEST_P(AttentionOnDevice, FlashKernelsMatchTheSimpleKernel) {
+  const Device device = GetParam();
+  if (device.is_cpu()) GTEST_SKIP() << "compares the two CUDA implementations";
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  for (const AttnCase& c : {AttnCase{4, 2, 64, 130}, AttnCase{2, 1, 128, 77}}) {
+    const AttnInputs in = inputs(c, DType::bf16, rng);
+    const AttnRun flash = run(device, c, DType::bf16, in.qkv, in.dout, 0);
+    const AttnRun simple = run(device, c, DType::bf16, in.qkv, in.dout, 0, 0, 2);
+    const AttnReference ref_flash = reference(c, in.qkv, in.dout, DType::bf16, Path::flash);
+    const AttnReference ref_simple = reference(c, in.qkv, in.dout, DType::bf16, Path::fp32);
+    testing::expect_within(flash.out, ref_flash.out, c.name() + " flash out");
+    testing::expect_within(flash.lse, ref_flash.lse, c.name() + " flash lse");
+    testing::expect_within(flash.dqkv, ref_flash.dqkv, c.name() + " flash dqkv");
+    testing::expect_within(simple.out, ref_simple.out, c.name() + " simple out");
+    testing::expect_within(simple.lse, ref_simple.lse, c.name() + " simple lse");
+    testing::expect_within(simple.dqkv, ref_simple.dqkv, c.name() + " simple dqkv");
+    // ref_flash's bounds contain ref_simple's: twice them covers the difference.
+    expect_agree(flash.out, simple.out, ref_flash.out, c.name() + " flash vs simple out");
+    expect_agree(flash.lse, simple.lse, ref_flash.lse, c.name() + " flash vs simple lse");
+    expect_agree(flash.dqkv, simple.dqkv, ref_flash.dqkv, c.name() + " flash vs simple dqkv");
   }
 }
 
 TEST_P(AttentionOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   for (const AttnCase& c : {kCases[0], kCases[1]}) {
     std::vector<double> qkv = testing::uniform(c.tokens() * c.width(), -1, 1, rng);
@@ -173,7 +317,7 @@ TEST_P(AttentionOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
     testing::round_in_place(DType::f32, qkv);
     testing::round_in_place(DType::f32, r);
     const AttnRun got = run(device, c, DType::f32, qkv, r, 0);
-    const AttnReference ref = reference(c, qkv, r, DType::f32);
+    const AttnReference ref = reference(c, qkv, r, DType::f32, Path::fp32);
     std::vector<double> out_bound, grad_bound;
     for (const Approx& a : ref.out) out_bound.push_back(a.e);
     for (const Approx& a : ref.dqkv) grad_bound.push_back(a.e);
@@ -197,22 +341,26 @@ TEST_P(AttentionOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   }
 }
 
+// The CPU kernels give the same bits on any thread count; the CUDA kernels (no atomics,
+// fixed orders of summation) the same bits on every run, on both paths.
 TEST_P(AttentionOnDevice, ResultsAreTheSameBitsForAnyThreadCount) {
   const Device device = GetParam();
-  OCTET_SKIP_UNTIL_CUDA_KERNELS(device);
+  OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  const AttnCase c{4, 2, 16, 67};  // large enough for the kernels to start a team
+  std::vector<AttnCase> cases = {{4, 2, 16, 67}};  // large enough for the kernels to start a team
+  if (device.is_cuda()) cases.push_back({4, 1, 128, 200});
   const int saved = omp_get_max_threads();
   omp_set_num_threads(4);
-  for (DType dtype : {DType::f32, DType::bf16}) {
-    const std::vector<double> qkv = testing::uniform(c.tokens() * c.width(), -2, 2, rng);
-    const std::vector<double> dout = testing::uniform(c.tokens() * c.out_width(), -1, 1, rng);
-    // A workspace with room for one thread makes the kernels run on one.
-    const AttnRun one = run(device, c, dtype, qkv, dout, 1);
-    const AttnRun four = run(device, c, dtype, qkv, dout, 4);
-    EXPECT_EQ(one.out, four.out) << dtype_name(dtype);
-    EXPECT_EQ(one.lse, four.lse) << dtype_name(dtype);
-    EXPECT_EQ(one.dqkv, four.dqkv) << dtype_name(dtype);
+  for (const AttnCase& c : cases) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const AttnInputs in = inputs(c, dtype, rng);
+      // A workspace with room for one thread makes the CPU kernels run on one.
+      const AttnRun one = run(device, c, dtype, in.qkv, in.dout, 1);
+      const AttnRun four = run(device, c, dtype, in.qkv, in.dout, 4);
+      EXPECT_EQ(one.out, four.out) << c.name() << " " << dtype_name(dtype);
+      EXPECT_EQ(one.lse, four.lse) << c.name() << " " << dtype_name(dtype);
+      EXPECT_EQ(one.dqkv, four.dqkv) << c.name() << " " << dtype_name(dtype);
+    }
   }
   omp_set_num_threads(saved);
 }
@@ -276,20 +424,24 @@ TEST(AttentionErrors, HeadsShapesWorkspaceAndCudaAreChecked) {
                                     S, H, Hkv, hd, w);
       },
       bwd, "dqkv and qkv overlap");
-  auto on_cuda = [](Tensor t) { return t.device = Device::cuda(0), t; };
+  // Host memory labelled as the first CUDA device this machine does not have: refused
+  // before any kernel could touch it, in builds with and without CUDA.
+  const Device missing = Device::cuda(cuda_device_count());
+  const std::string no_gpu = cuda_compiled() ? "usable GPU(s)" : "built without CUDA";
+  auto on_cuda = [&](Tensor t) { return t.device = missing, t; };
   testing::expect_op_error(
       [&] {
         kernels::attention_forward(on_cuda(qkv.tensor), on_cuda(out.tensor), on_cuda(lse.tensor), B,
-                                   S, H, Hkv, hd, on_cuda(w));
+                                   S, H, Hkv, hd, Tensor());
       },
-      fwd, "has no CUDA implementation yet");
+      fwd, no_gpu);
   testing::expect_op_error(
       [&] {
         kernels::attention_backward(on_cuda(out.tensor), on_cuda(qkv.tensor), on_cuda(out.tensor),
                                     on_cuda(lse.tensor), on_cuda(dqkv.tensor), B, S, H, Hkv, hd,
-                                    on_cuda(w));
+                                    Tensor());
       },
-      bwd, "has no CUDA implementation yet");
+      bwd, no_gpu);
 }
 
 }  // namespace
