@@ -93,7 +93,8 @@ int run(const std::vector<std::string>& args) {
   if (args[0] == "tokenize")
     return octet::cli::tokenize_main(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args[0] == "bench") {
-    OCTET_CHECK(args.size() >= 2, "bench", "name what to benchmark: octet bench gemm|step");
+    OCTET_CHECK(args.size() >= 2, "bench",
+                "name what to benchmark: octet bench gemm|step|attention");
     const std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[1] == "gemm") return octet::bench::bench_gemm_main(rest);
     if (args[1] == "step") return octet::bench::bench_step_main(rest);

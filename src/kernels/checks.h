@@ -1,6 +1,6 @@
 // kernels/checks.h: the argument checks the LLaMA layer kernels' dispatchers share, and
 // the error for a device whose implementation has not arrived yet. Internal to kernels/.
-// defines: is_activation, check_activation, check_tensor, check_no_overlap, fail_no_cuda_yet
+// defines: is_activation, check_activation, check_tensor, check_no_overlap
 #pragma once
 
 #include <cstdint>
@@ -40,13 +40,6 @@ inline void check_no_overlap(const char* op, const char* a_name, const Tensor& a
   const auto* pb = static_cast<const char*>(b.data);
   OCTET_CHECK(pa + a.nbytes() <= pb || pb + b.nbytes() <= pa, op, a_name, " and ", b_name,
               " overlap; pass separate memory");
-}
-
-// The layer kernels run on the CPU today; their CUDA versions come with the CUDA
-// training step. Until then a CUDA tensor is refused here, and no cuda:: symbol is
-// referenced, so the CUDA build links.
-[[noreturn]] inline void fail_no_cuda_yet(const char* op) {
-  OCTET_FAIL(op, "has no CUDA implementation yet (it arrives with the CUDA training step)");
 }
 
 }  // namespace octet::kernels

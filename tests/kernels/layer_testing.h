@@ -5,8 +5,7 @@
 // defines: kU, kUBf16, gamma, Approx, exact, rounded, sum, round_to, exp, log, sqrt, cos,
 //          sin, DeviceTensor, round_in_place, upload, upload_ids, upload_misaligned,
 //          absent_cuda_device, download, uniform, centred_on, expect_within,
-//          expect_gradient_matches_finite_differences, expect_op_error,
-//          OCTET_SKIP_UNTIL_CUDA_KERNELS
+//          expect_gradient_matches_finite_differences, expect_op_error
 #pragma once
 
 #include <gtest/gtest.h>
@@ -311,13 +310,3 @@ void expect_op_error(Fn fn, const std::string& op, const std::string& needle) {
 }
 
 }  // namespace octet::testing
-
-// The layer kernels run on the CPU only until the CUDA training step brings their CUDA
-// versions (a CUDA tensor is refused; the *Errors tests check that message): their
-// cuda instances skip, reported as skipped, also on a machine with a GPU.
-#define OCTET_SKIP_UNTIL_CUDA_KERNELS(device)                                      \
-  do {                                                                             \
-    OCTET_SKIP_WITHOUT(device);                                                    \
-    if ((device).is_cuda())                                                        \
-      GTEST_SKIP() << "the CUDA layer kernels arrive with the CUDA training step"; \
-  } while (0)
