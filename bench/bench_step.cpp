@@ -170,7 +170,9 @@ Result time_run(const Run& run, const Options& o) {
   r.tokens_per_s = static_cast<double>(run.batch * run.seq) / r.step_seconds;
   r.tflops = step_model_flops(run.config, run.batch, run.seq) / r.step_seconds * 1e-12;
   r.peak_bytes = device_peak_bytes(o.device);
-  r.loss = last.loss;  // may be a stale or absent read-back on CUDA; informational only
+  std::vector<train::StepRecord> last_step{last};
+  trainer.read_back(last_step);  // after the timing: reading back waits for the device
+  r.loss = last_step[0].loss;    // informational: the last timed step's loss
   return r;
 }
 

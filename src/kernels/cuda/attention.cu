@@ -1,5 +1,5 @@
 // kernels/cuda/attention.cu: causal GQA attention on CUDA devices. bf16 with head_dim 64
-// or 128 runs on the tensor-core kernels (attention_flash.cu); everything else (f32, other
+// or 128 runs on the tensor-core kernels (attention_flash_forward.cu, attention_flash_backward.cu); everything else (f32, other
 // head dims, unaligned views) on the simple kernels here: one warp per query row (forward,
 // dq) or key row (dk, dv), each lane owning the columns c = lane (mod 32), fp32 math in
 // the CPU kernel's formulas and order of operations (two passes, max first), so that

@@ -1,6 +1,6 @@
 // kernels/cuda/attention_kernels.h: the two CUDA implementations behind
 // cuda::attention_forward/backward (kernels/cuda/attention.cu): the bf16 tensor-core
-// ("flash") kernels of kernels/cuda/attention_flash.cu, the speed path, and the simple
+// ("flash") kernels of kernels/cuda/attention_flash_{forward,backward}.cu, the speed path, and the simple
 // CUDA-core kernels of attention.cu, the correctness path for everything else.
 // Internal to kernels/cuda.
 // defines: flash_attention_supported, flash_attention_forward, flash_attention_backward
