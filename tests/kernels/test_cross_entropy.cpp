@@ -253,6 +253,44 @@ TEST_P(CrossEntropyOnDevice, LargeVocabulariesMatchFloat64AndTheCpuKernel) {
   }
 }
 
+// -inf logits (masked vocabulary entries) take no probability and get a zero gradient, as
+// exp(-inf) = 0; the rest of the row is a softmax over the finite logits. Whole 16-byte packs
+// of -inf at the start of a row, and single ones, so that a CUDA thread sees nothing but
+// -inf before its first finite logit.
+TEST_P(CrossEntropyOnDevice, MinusInfinityLogitsTakeNoProbability) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t rows = 2, vocab = 4099;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    std::vector<double> logits = testing::uniform(rows * vocab, -4, 4, rng);
+    for (int64_t t = 0; t < rows; ++t) {
+      for (int64_t j = 0; j < 64; ++j) logits[t * vocab + j] = -INFINITY;
+      for (int64_t j = 100; j < vocab; j += 97) logits[t * vocab + j] = -INFINITY;
+    }
+    const std::vector<int32_t> targets = {77, static_cast<int32_t>(vocab - 1)};
+    const auto x = testing::upload(device, dtype, {rows, vocab}, logits);
+    const auto tg = testing::upload_ids(device, targets);
+    const auto losses = testing::upload(device, DType::f32, {rows}, std::vector<double>(rows));
+    kernels::cross_entropy(x.tensor, tg.tensor, losses.tensor, x.tensor, 1.0f);
+    const std::vector<double> got = testing::download(losses.tensor);
+    const std::vector<double> grad = testing::download(x.tensor);
+    for (int64_t t = 0; t < rows; ++t) {
+      const double* row = logits.data() + t * vocab;
+      double sum = 0.0;
+      for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j]);  // exp(-inf) = 0
+      const double lse = std::log(sum);
+      // A loose bound: this is about NaN, not rounding (the other tests bound that).
+      EXPECT_NEAR(got[t], lse - row[targets[t]], 1e-3) << dtype_name(dtype) << " row " << t;
+      for (int64_t j = 0; j < vocab; ++j) {
+        const double want = std::exp(row[j] - lse) - (j == targets[t] ? 1.0 : 0.0);
+        ASSERT_NEAR(grad[t * vocab + j], want, 1e-2)
+            << dtype_name(dtype) << " row " << t << " " << j;
+      }
+    }
+  }
+}
+
 // The CUDA kernel does not read the targets back to the host (that would synchronise):
 // a row whose target is outside [0, V) gets a NaN loss and NaN gradients instead of an
 // error, and the other rows are unaffected.

@@ -52,7 +52,9 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
 }
 
 // Adds n values to the running (m, s): the max moves once per group, so each term
-// is rescaled at most once per group read after it.
+// is rescaled at most once per group read after it. A -inf logit adds exp(-inf) = 0, as
+// on the CPU (whose max is the row's): while a thread has seen nothing but -inf, m is
+// -inf too and x - m would be NaN.
 template <int N>
 __device__ __forceinline__ void accumulate(float& m, float& s, const float (&v)[N]) {
   float mn = m;
@@ -61,7 +63,9 @@ __device__ __forceinline__ void accumulate(float& m, float& s, const float (&v)[
   s = rescale(s, m, mn);
   m = mn;
 #pragma unroll
-  for (int k = 0; k < N; ++k) s = __fadd_rn(s, expf(__fsub_rn(v[k], m)));
+  for (int k = 0; k < N; ++k) {
+    s = __fadd_rn(s, v[k] == -INFINITY ? 0.0f : expf(__fsub_rn(v[k], m)));
+  }
 }
 
 // The gradient of one logit (the CPU's expression, each operation rounded on its own).

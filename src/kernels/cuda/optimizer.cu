@@ -21,11 +21,10 @@ __device__ unsigned g_blocks_done;
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
                              float* __restrict__ m, float* __restrict__ v, int64_t n, AdamWStep s,
-                             float bias1, float bias2, const float* grad_sum_sq) {
+                             float bias1, float bias2, float decay, const float* grad_sum_sq) {
   const float scale = grad_sum_sq != nullptr
                           ? s.grad_scale * clip_factor(*grad_sum_sq, s.max_grad_norm)
                           : s.grad_scale;
-  const float decay = 1.0f - s.lr * s.weight_decay;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     // The CPU kernel's operations in its order, each rounded on its own (the _rn
@@ -82,6 +81,7 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
 }
 
 void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
+  OCTET_CUDA_CHECK(square ? "sum_of_squares" : "accumulate_sum", cudaSetDevice(out.device.index));
   sum_kernel<<<kSumBlocks, kThreads, 0, stream()>>>(x.data, x.dtype == DType::bf16, x.numel(),
                                                     square, scale, out.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "accumulate_sum");
@@ -91,13 +91,16 @@ void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                 const AdamWStep& s, const Tensor& grad_sum_sq) {
-  // Bias corrections as the CPU computes them (fp64 pow, rounded to f32 once).
+  OCTET_CUDA_CHECK("adamw", cudaSetDevice(param.device.index));
+  // Bias corrections and the decay factor as the CPU computes them, on the host: in the
+  // kernel, nvcc would contract 1 - lr * wd into an FMA (a different rounding).
+  const float decay = 1.0f - s.lr * s.weight_decay;
   const float bias1 = 1.0f - static_cast<float>(std::pow(double{s.beta1}, double(s.step)));
   const float bias2 = 1.0f - static_cast<float>(std::pow(double{s.beta2}, double(s.step)));
   const int64_t n = param.numel();
   adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
       param.as<float>(), grad.as<const float>(), m.as<float>(), v.as<float>(), n, s, bias1, bias2,
-      s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
+      decay, s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
   OCTET_CUDA_CHECK_LAUNCH("adamw");
 }
 
