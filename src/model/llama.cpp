@@ -146,7 +146,7 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
     delayed_ = std::make_unique<fp8::DelayedScalingState>(device, options_.recipe.delayed, formats);
   }
   auto linear = [&](int64_t in, int64_t out, int slot) {
-    nn::LinearConfig lc{in, out, false, t, options_.precision, options_.recipe, device};
+    nn::LinearConfig lc{in, out, false, t, options_.precision, options_.recipe, device, true};
     return nn::Linear(lc, delayed_.get(), slot);
   };
   layers_.reserve(config_.num_hidden_layers);
@@ -159,8 +159,22 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
     layer.down = linear(f, d, base + 9);  // the norm weights are bound in bind_linears()
   }
   nn::LinearConfig head{
-      d, config_.vocab_size, false, t, fp8 ? nn::Precision::bf16 : options_.precision, {}, device};
+      d,   config_.vocab_size, false, t, fp8 ? nn::Precision::bf16 : options_.precision, {}, device,
+      true};
   lm_head_ = std::make_unique<nn::Linear>(head);
+  // The linears run one at a time on one stream: one GEMM workspace serves them all.
+  size_t workspace_bytes = lm_head_->workspace_bytes();
+  for (Layer& layer : layers_) {
+    for (nn::Linear* lin : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down})
+      workspace_bytes = std::max(workspace_bytes, lin->workspace_bytes());
+  }
+  gemm_workspace_ = Buffer(device, workspace_bytes);
+  const Tensor workspace = gemm_workspace_.view(DType::u8, {static_cast<int64_t>(workspace_bytes)});
+  lm_head_->use_workspace(workspace);
+  for (Layer& layer : layers_) {
+    for (nn::Linear* lin : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down})
+      lin->use_workspace(workspace);
+  }
   bind_linears();
 
   act_ = std::make_unique<Activations>();

@@ -29,11 +29,6 @@ Tensor shape_only(DType dtype, int64_t rows, int64_t cols, Device device) {
   return Tensor(nullptr, dtype, {rows, cols}, device);
 }
 
-// The whole workspace as u8; empty when no GEMM needs one.
-Tensor workspace_view(const Buffer& b) {
-  return b.bytes() == 0 ? Tensor() : b.view(DType::u8, {static_cast<int64_t>(b.bytes())});
-}
-
 // Every activation/gradient is seen as the [rows, cols] matrix its leading dimensions flatten to.
 Tensor as_matrix(const Tensor& t) {
   return t.reshaped({t.rows(), t.cols()});
@@ -114,7 +109,22 @@ Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, in
                                                 shape_only(dt, tokens, in, device),
                                                 shape_only(DType::f32, out, in, device), wgrad)});
   }
-  workspace_ = Buffer(device, workspace_bytes);
+  workspace_bytes_ = workspace_bytes;
+  if (!config.shared_workspace && workspace_bytes > 0) {
+    own_workspace_ = Buffer(device, workspace_bytes);
+    workspace_ = own_workspace_.view(DType::u8, {static_cast<int64_t>(workspace_bytes)});
+  }
+}
+
+void Linear::use_workspace(const Tensor& workspace) {
+  OCTET_CHECK(config_.shared_workspace, kOp,
+              "use_workspace needs a layer made with shared_workspace = true");
+  OCTET_CHECK(workspace_bytes_ == 0 ||
+                  (workspace.dtype == DType::u8 && workspace.device == config_.device &&
+                   workspace.nbytes() >= workspace_bytes_ && workspace.data != nullptr),
+              kOp, "the shared workspace must be u8 with at least ", workspace_bytes_, " bytes on ",
+              device_name(config_.device), ", got ", workspace.str());
+  workspace_ = workspace_bytes_ == 0 ? Tensor() : workspace;
 }
 
 void Linear::bind(const Tensor& weight, const Tensor& bias, const Tensor& weight_grad,
@@ -168,7 +178,7 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
               kOp, "forward: y must be ", dtype_name(dtype()), "[", t, ", ", config_.out_features,
               "] on ", device_name(config_.device), " (T rows like x), got ", y.str());
   const Tensor x2 = as_matrix(x), y2 = as_matrix(y);
-  const Tensor workspace = workspace_view(workspace_);
+  const Tensor& workspace = workspace_;
 
   if (config_.precision == Precision::fp8) {
     const fp8::Recipe& recipe = config_.recipe;
@@ -205,7 +215,7 @@ void Linear::backward(const Tensor& dy, const Tensor& dx) {
                 config_.in_features, "] on ", device_name(config_.device), ", got ", dx.str());
   }
   const Tensor dy2 = as_matrix(dy);
-  const Tensor workspace = workspace_view(workspace_);
+  const Tensor& workspace = workspace_;
 
   if (config_.precision == Precision::fp8) {
     fp8::quantize(dy2, qdy_, config_.recipe, delayed_, first_slot_ + kSlotDy);

@@ -23,6 +23,9 @@ struct LinearConfig {
   Precision precision = Precision::bf16;
   fp8::Recipe recipe;  // used under Precision::fp8
   Device device;
+  // The owner provides the GEMM workspace with use_workspace() instead of the layer
+  // allocating its own: a model shares one among all its layers, which run one at a time.
+  bool shared_workspace = false;
 };
 
 // One linear layer. The parameters and their gradients live in the model's
@@ -59,6 +62,12 @@ class Linear {
   void update_scaling();
 
   const LinearConfig& config() const { return config_; }
+  // Bytes of GEMM workspace the layer's forward and backward need.
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // With config.shared_workspace: u8 [>= workspace_bytes()] on the layer's device, kept
+  // alive by the caller; the layer's GEMMs use it (and must not run concurrently with
+  // another user of it).
+  void use_workspace(const Tensor& workspace);
   // Statistics of the last quantization of x, W and dY (synchronises; call when reporting).
   struct Stats {
     fp8::TensorStats x, weight, grad_output;
@@ -81,7 +90,9 @@ class Linear {
   fp8::DelayedScalingState* delayed_ = nullptr;
   int first_slot_ = 0;
   bool weight_fresh_ = false;
-  Buffer workspace_;
+  size_t workspace_bytes_ = 0;
+  Buffer own_workspace_;
+  Tensor workspace_;  // u8; empty when no GEMM needs one
 };
 
 }  // namespace octet::nn
