@@ -23,7 +23,8 @@ size_t max_scale_bytes(int64_t max_rows, int64_t cols, kernels::ScaleGrid grid, 
 }  // namespace
 
 QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
-                                 const Recipe& recipe, Role role, bool with_transpose)
+                                 const Recipe& recipe, Role role, bool with_transpose,
+                                 const Tensor& shared_data, const Tensor& shared_data_t)
     : format_(recipe.format(role)),
       grid_(recipe.grid(role)),
       role_(role),
@@ -33,14 +34,26 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
   OCTET_CHECK(max_rows >= 0 && cols >= 0, "quantized tensor", "negative shape [", max_rows, ", ",
               cols, "]");
   const size_t n = static_cast<size_t>(max_rows * cols);
+  for (const Tensor* shared : {&shared_data, &shared_data_t}) {
+    OCTET_CHECK(shared->empty() || (shared->dtype == DType::u8 && shared->device == device &&
+                                    shared->nbytes() >= n && shared->data != nullptr),
+                "quantized tensor", "shared storage must be u8 with at least ", n, " bytes on ",
+                device_name(device), ", got ", shared->str());
+  }
+  OCTET_CHECK(with_transpose || shared_data_t.empty(), "quantized tensor",
+              "shared storage for a transposed copy that this tensor does not have");
+  const bool own_data = shared_data.empty(), own_data_t = with_transpose && shared_data_t.empty();
   data_offset_ = 0;
-  scale_offset_ = align64(n);
+  scale_offset_ = own_data ? align64(n) : 0;
   data_t_offset_ = scale_offset_ + align64(max_scale_bytes(max_rows, cols, grid_, false));
-  scale_t_offset_ = data_t_offset_ + (with_transpose ? align64(n) : 0);
+  scale_t_offset_ = data_t_offset_ + (own_data_t ? align64(n) : 0);
   amax_offset_ = scale_t_offset_ +
                  (with_transpose ? align64(max_scale_bytes(max_rows, cols, grid_, true)) : 0);
   counts_offset_ = amax_offset_ + 64;
   storage_ = Buffer(device, counts_offset_ + 64);
+  auto* base = static_cast<char*>(storage_.data());
+  data_base_ = own_data ? base + data_offset_ : shared_data.data;
+  data_t_base_ = own_data_t ? base + data_t_offset_ : shared_data_t.data;
   amax = storage_.view(DType::f32, {1}, amax_offset_);
   counts = storage_.view(DType::i32, {2}, counts_offset_);
   set_rows(max_rows);
@@ -51,11 +64,12 @@ void QuantizedTensor::set_rows(int64_t rows) {
               max_rows_, " rows this tensor was allocated for");
   rows_ = rows;
   const DType scale_dtype = grid_.e8m0 ? DType::e8m0 : DType::f32;
-  data = storage_.view(format_, {rows, cols_}, data_offset_);
+  const Device device = storage_.device();
+  data = Tensor(data_base_, format_, {rows, cols_}, device);
   scale_inv =
       storage_.view(scale_dtype, kernels::scale_grid_shape(rows, cols_, grid_), scale_offset_);
   if (has_transpose_) {
-    data_t = storage_.view(format_, {cols_, rows}, data_t_offset_);
+    data_t = Tensor(data_t_base_, format_, {cols_, rows}, device);
     scale_inv_t =
         storage_.view(scale_dtype, kernels::scale_grid_shape(cols_, rows, grid_), scale_t_offset_);
   }

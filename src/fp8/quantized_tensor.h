@@ -20,8 +20,12 @@ class QuantizedTensor {
   QuantizedTensor() = default;
   // An operand of `role` under `recipe`, [max_rows, cols], with a transposed copy
   // [cols, rows] when `with_transpose` (DESIGN.md, FP8 GEMM layout).
+  // shared_data / shared_data_t: u8 [>= max_rows * cols] to hold data / data_t in
+  // place of the tensor's own storage, for a copy needed only during one call (a
+  // model's layers then share one scratch); amax, scales and counts stay the tensor's.
   QuantizedTensor(Device device, int64_t max_rows, int64_t cols, const Recipe& recipe, Role role,
-                  bool with_transpose);
+                  bool with_transpose, const Tensor& shared_data = Tensor(),
+                  const Tensor& shared_data_t = Tensor());
 
   // Views data (and the rest) as [rows, cols]; rows <= max_rows.
   void set_rows(int64_t rows);
@@ -42,6 +46,8 @@ class QuantizedTensor {
 
  private:
   Buffer storage_;
+  void* data_base_ = nullptr;    // where data lives: storage_ or the shared scratch
+  void* data_t_base_ = nullptr;  // likewise for data_t
   DType format_ = DType::e4m3;
   kernels::ScaleGrid grid_;
   Role role_ = Role::activation;

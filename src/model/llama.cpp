@@ -2,6 +2,7 @@
 // the step diagram of DESIGN.md; everything they touch was allocated in the constructor.
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -56,23 +57,28 @@ struct Llama::Activations {
   Tensor attn_workspace;
   Tensor loss_sum;  // f32[1]: what the loss-returning forward() reads back
 
-  void carve(Arena& a, const LlamaConfig& c, int64_t batch, int64_t seq, DType dt) {
+  // fp8: the inputs of the block linears that only their forward reads (the norms'
+  // outputs and SwiGLU's) are shared by all layers: backward reads x's FP8 transposed
+  // copy instead. Under fp32/bf16 each layer keeps them for wgrad.
+  void carve(Arena& a, const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, bool fp8) {
     const int64_t t = batch * seq, d = c.hidden_size, f = c.intermediate_size, q = c.qkv_size();
     resid.clear();
     layer.clear();
+    Tensor shared_ln, shared_h;
+    if (fp8) shared_ln = a.take(dt, {t, d}), shared_h = a.take(dt, {t, f});
     for (int64_t l = 0; l <= c.num_hidden_layers; ++l) resid.push_back(a.take(dt, {t, d}));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       PerLayer p;
-      p.ln1 = a.take(dt, {t, d});
+      p.ln1 = fp8 ? shared_ln : a.take(dt, {t, d});
       p.rstd1 = a.take(DType::f32, {t});
       p.qkv = a.take(dt, {t, q});
       p.attn = a.take(dt, {t, d});
       p.lse = a.take(DType::f32, {batch, c.num_attention_heads, seq});
       p.resid_mid = a.take(dt, {t, d});
-      p.ln2 = a.take(dt, {t, d});
+      p.ln2 = fp8 ? shared_ln : a.take(dt, {t, d});
       p.rstd2 = a.take(DType::f32, {t});
       p.gate_up = a.take(dt, {t, 2 * f});
-      p.h = a.take(dt, {t, f});
+      p.h = fp8 ? shared_h : a.take(dt, {t, f});
       layer.push_back(p);
     }
     lnf = a.take(dt, {t, d});
@@ -145,15 +151,27 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
     }
     delayed_ = std::make_unique<fp8::DelayedScalingState>(device, options_.recipe.delayed, formats);
   }
+  // Under fp8 the FP8 copies needed only within one call (x's row-major copy, both of
+  // dY's) live in one scratch that all the block linears share.
+  const int64_t q = config_.qkv_size();
+  Tensor fp8_scratch;
+  if (fp8) {
+    const size_t bytes =
+        std::max({nn::fp8_scratch_bytes(t, d, q), nn::fp8_scratch_bytes(t, d, d),
+                  nn::fp8_scratch_bytes(t, d, 2 * f), nn::fp8_scratch_bytes(t, f, d)});
+    fp8_scratch_ = Buffer(device, bytes);
+    fp8_scratch = fp8_scratch_.view(DType::u8, {static_cast<int64_t>(bytes)});
+  }
   auto linear = [&](int64_t in, int64_t out, int slot) {
-    nn::LinearConfig lc{in, out, false, t, options_.precision, options_.recipe, device, true};
+    nn::LinearConfig lc{in,     out,  false,      t, options_.precision, options_.recipe,
+                        device, true, fp8_scratch};
     return nn::Linear(lc, delayed_.get(), slot);
   };
   layers_.reserve(config_.num_hidden_layers);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const int base = static_cast<int>(12 * l);
     Layer& layer = layers_.emplace_back();
-    layer.qkv = linear(d, config_.qkv_size(), base);
+    layer.qkv = linear(d, q, base);
     layer.o = linear(d, d, base + 3);
     layer.gate_up = linear(d, 2 * f, base + 6);
     layer.down = linear(f, d, base + 9);  // the norm weights are bound in bind_linears()
@@ -179,10 +197,10 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
 
   act_ = std::make_unique<Activations>();
   Arena measure(nullptr, device);
-  act_->carve(measure, config_, options_.batch, options_.seq_len, dt);
+  act_->carve(measure, config_, options_.batch, options_.seq_len, dt, fp8);
   act_->buffer = Buffer(device, measure.bytes());
   Arena arena(&act_->buffer, device);
-  act_->carve(arena, config_, options_.batch, options_.seq_len, dt);
+  act_->carve(arena, config_, options_.batch, options_.seq_len, dt, fp8);
 }
 
 Llama::~Llama() = default;

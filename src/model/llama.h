@@ -104,7 +104,7 @@ class Llama {
   ModelOptions options_;
   std::vector<ParamInfo> params_;
   int64_t params_count_ = 0, decayed_count_ = 0;
-  Buffer master_, working_, grads_, gemm_workspace_;
+  Buffer master_, working_, grads_, gemm_workspace_, fp8_scratch_;
   std::unique_ptr<fp8::DelayedScalingState> delayed_;
   std::vector<Layer> layers_;
   std::unique_ptr<nn::Linear> lm_head_;

@@ -36,6 +36,10 @@ Tensor as_matrix(const Tensor& t) {
 
 }  // namespace
 
+size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features) {
+  return static_cast<size_t>(std::max(max_tokens * in_features, 2 * max_tokens * out_features));
+}
+
 Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, int first_slot)
     : config_(config), first_slot_(first_slot) {
   const int64_t in = config.in_features, out = config.out_features, tokens = config.max_tokens;
@@ -72,9 +76,23 @@ Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, in
         delayed_ = delayed;
       }
     }
-    qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, true);
+    Tensor x_data, dy_data, dy_data_t;
+    if (!config.fp8_scratch.empty()) {
+      const Tensor& s = config.fp8_scratch;
+      const size_t need = fp8_scratch_bytes(tokens, in, out);
+      OCTET_CHECK(
+          s.dtype == DType::u8 && s.device == device && s.nbytes() >= need && s.data != nullptr,
+          kOp, "fp8_scratch must be u8 with at least ", need, " bytes on ", device_name(device),
+          ", got ", s.str());
+      auto* base = static_cast<uint8_t*>(s.data);
+      x_data = Tensor(base, DType::u8, {tokens * in}, device);
+      dy_data = Tensor(base, DType::u8, {tokens * out}, device);
+      dy_data_t = Tensor(base + tokens * out, DType::u8, {tokens * out}, device);
+    }
+    qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, true, x_data);
     qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, true);
-    qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, true);
+    qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, true, dy_data,
+                                dy_data_t);
 
     // FP8 calls have T a multiple of 16 (wgrad's K): size for the most such rows.
     const int64_t t16 = tokens / 16 * 16;

@@ -26,7 +26,14 @@ struct LinearConfig {
   // The owner provides the GEMM workspace with use_workspace() instead of the layer
   // allocating its own: a model shares one among all its layers, which run one at a time.
   bool shared_workspace = false;
+  // Under fp8, optional: u8 [>= fp8_scratch_bytes()] for the FP8 copies needed only
+  // within one call: x's row-major copy (forward's GEMM) and both copies of dY
+  // (backward's). A model's layers share one; x's transposed copy and W's stay the layer's.
+  Tensor fp8_scratch;
 };
+
+// Bytes of fp8_scratch a layer of this shape needs: max(T in, 2 T out).
+size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features);
 
 // One linear layer. The parameters and their gradients live in the model's
 // contiguous buffers (DESIGN.md, Memory): the layer is given views with bind().
