@@ -1,6 +1,6 @@
 // bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
 // after its name and returns the process exit code.
-// defines: bench_gemm_main
+// defines: bench_gemm_main, bench_quantize_main
 #pragma once
 
 #include <string>
@@ -11,5 +11,9 @@ namespace octet::bench {
 // octet bench gemm --device cpu|cuda [--sizes 256,512,...] [--json FILE] [--threads N]
 //                  [--reps N] [--impl auto|onednn|reference]
 int bench_gemm_main(const std::vector<std::string>& args);
+
+// octet bench quantize --device cpu|cuda [--shapes 4096x4096,...] [--input bf16|f32]
+//                      [--fp8 e4m3|e5m2] [--counts] [--reps N] [--json FILE]
+int bench_quantize_main(const std::vector<std::string>& args);
 
 }  // namespace octet::bench

@@ -41,6 +41,12 @@ commands:
                   --threads N         CPU threads (default: all cores)
                   --reps N            timed calls per cell, at least (default 10)
                   --impl auto|onednn|reference   CPU GEMM engine (default auto)
+  bench quantize  bytes per second of every FP8 quantize variant vs a copy of the input
+                  --device cpu|cuda   (default cpu)
+                  --shapes RxC,...    (default 4096x4096..16384x16384 on cuda, smaller on cpu)
+                  --input bf16|f32 --fp8 e4m3|e5m2   (default bf16 -> e4m3)
+                  --counts            also count saturated and flushed values
+                  --json FILE --reps N
 
   tokenize --train   train a SentencePiece tokenizer on text files
                   --input a.txt,b.txt --model-prefix out/tok   (writes out/tok.model)
@@ -82,7 +88,8 @@ int run(const std::vector<std::string>& args) {
     OCTET_CHECK(args.size() >= 2, "bench", "name what to benchmark: octet bench gemm");
     const std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[1] == "gemm") return octet::bench::bench_gemm_main(rest);
-    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm");
+    if (args[1] == "quantize") return octet::bench::bench_quantize_main(rest);
+    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm, quantize");
   }
   OCTET_FAIL("octet", "unknown command '", args[0], "'; run octet --help");
 }
