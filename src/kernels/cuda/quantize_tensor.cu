@@ -111,8 +111,7 @@ __global__ void __launch_bounds__(kThreads) row_kernel(RowArgs a) {
   const bool resident = nvec <= static_cast<int64_t>(G) * kRowVecs;
   uint32_t m_all = 0;
   unsigned saturated = 0, flushed = 0;
-  // Every thread of a block runs the same number of trips (the block's rows differ by
-  // at most rows_per_block - 1 and are clamped below), so the block barriers are uniform.
+  // row0 is the same for every thread of a block, so trips and barriers are uniform.
   const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * rows_per_block;
   for (int64_t row0 = first; row0 < a.rows; row0 += stride) {
