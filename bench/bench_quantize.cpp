@@ -133,7 +133,7 @@ void copy_on(Device device, void* dst, const void* src, size_t bytes) {
   }
   const int chunks = omp_get_max_threads();
   const size_t chunk = (bytes + chunks - 1) / chunks;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (bytes > (size_t{1} << 20))
   for (int c = 0; c < chunks; ++c) {
     const size_t begin = std::min(bytes, chunk * c), end = std::min(bytes, begin + chunk);
     copy_bytes(static_cast<char*>(dst) + begin, device, static_cast<const char*>(src) + begin,
