@@ -1,6 +1,6 @@
 // bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
 // after its name and returns the process exit code.
-// defines: bench_gemm_main, bench_step_main, bench_attention_main
+// defines: bench_gemm_main, bench_step_main, bench_attention_main, bench_quantize_main
 #pragma once
 
 #include <string>
@@ -21,5 +21,8 @@ int bench_step_main(const std::vector<std::string>& args);
 // octet bench attention [--device cuda|cpu] [--dtype bf16|f32] [--shapes BxSxHqxHkvxhd,...]
 //                       [--reps N] [--json FILE]
 int bench_attention_main(const std::vector<std::string>& args);
+// octet bench quantize --device cpu|cuda [--shapes 4096x4096,...] [--input bf16|f32]
+//                      [--fp8 e4m3|e5m2] [--counts] [--reps N] [--json FILE]
+int bench_quantize_main(const std::vector<std::string>& args);
 
 }  // namespace octet::bench

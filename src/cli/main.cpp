@@ -55,6 +55,12 @@ commands:
                   --device cpu|cuda --model tiny|small|1b|7b|config.json --layers N
                   --batch B,... --seq S,... --precision bf16,fp8 --recipe R,...
                   --warmup W --steps N --json --sweep --print-hf-config
+  bench quantize  bytes per second of every FP8 quantize variant vs a copy of the input
+                  --device cpu|cuda   (default cpu)
+                  --shapes RxC,...    (default 4096x4096..16384x16384 on cuda, smaller on cpu)
+                  --input bf16|f32 --fp8 e4m3|e5m2   (default bf16 -> e4m3)
+                  --counts            also count saturated and flushed values
+                  --json FILE --reps N
 
   tokenize --train   train a SentencePiece tokenizer on text files
                   --input a.txt,b.txt --model-prefix out/tok   (writes out/tok.model)
@@ -94,12 +100,14 @@ int run(const std::vector<std::string>& args) {
     return octet::cli::tokenize_main(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args[0] == "bench") {
     OCTET_CHECK(args.size() >= 2, "bench",
-                "name what to benchmark: octet bench gemm|step|attention");
+                "name what to benchmark: octet bench gemm|step|attention|quantize");
     const std::vector<std::string> rest(args.begin() + 2, args.end());
     if (args[1] == "gemm") return octet::bench::bench_gemm_main(rest);
     if (args[1] == "step") return octet::bench::bench_step_main(rest);
     if (args[1] == "attention") return octet::bench::bench_attention_main(rest);
-    OCTET_FAIL("bench", "unknown benchmark '", args[1], "'; available: gemm, step, attention");
+    if (args[1] == "quantize") return octet::bench::bench_quantize_main(rest);
+    OCTET_FAIL("bench", "unknown benchmark '", args[1],
+               "'; available: gemm, step, attention, quantize");
   }
   OCTET_FAIL("octet", "unknown command '", args[0], "'; run octet --help");
 }

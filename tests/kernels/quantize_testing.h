@@ -1,8 +1,9 @@
 // tests/kernels/quantize_testing.h: cases, inputs, device runner and reference for quantize.
 // defines: kTensorGrid, kRowGrid, kTileGrid, kBlockGrid, kMxGrid, QuantizeCase,
-//          quantize_cases, kQuantizeShapes, Distribution, kDistributions, random_matrix,
-//          transposed, QuantizeRun, make_run, Quantized, GuardedArray, quantize_on,
-//          dequantize_on, quantize_reference, dequantize_reference, fp8_max
+//          quantize_cases, kQuantizeShapes, kMultiTileShapes, Distribution, kDistributions,
+//          random_matrix, transposed, QuantizeRun, make_run, Quantized, GuardedArray,
+//          quantize_on, dequantize_on, quantize_reference, dequantize_reference, fp8_max,
+//          ScopedEnv, fp8_cvt_modes
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -60,6 +62,12 @@ inline std::vector<QuantizeCase> quantize_cases() {
 inline constexpr int64_t kQuantizeShapes[][2] = {{1, 1},     {300, 1},   {3, 200},
                                                  {130, 257}, {217, 256}, {256, 384}};
 
+// Shapes of many 128x128 tiles (the CUDA kernels' unit), ragged at the edges or not, rows
+// of x and of xᵀ not multiples of the 16-byte vectors, one row longer than a CUDA block
+// keeps in registers (4100), a long column.
+inline constexpr int64_t kMultiTileShapes[][2] = {{1000, 160}, {128, 4096}, {520, 1000},
+                                                  {257, 384},  {33, 4100},  {4100, 24}};
+
 enum class Distribution { normal, uniform, heavy_tailed };
 inline const char* distribution_name(Distribution d) {
   return d == Distribution::normal ? "normal" : d == Distribution::uniform ? "uniform" : "heavy";
@@ -105,6 +113,9 @@ struct QuantizeRun {
   bool power_of_two_scales = false;
   Overflow overflow = Overflow::saturate;
   std::optional<float> given_scale;
+  bool amax = true;         // ask for the amax output
+  bool counts = true;       // ask for the counts
+  bool misaligned = false;  // every tensor one element past a 64-byte boundary
 };
 inline QuantizeRun make_run(kernels::ScaleGrid grid, DType fp8, DType in,
                             bool with_transposed = true) {
@@ -138,36 +149,40 @@ inline std::vector<float> scale_values(const std::vector<uint8_t>& raw, bool e8m
 }
 
 // A device buffer with guard bytes on both sides, filled with 0xA5, so that a write
-// outside the tensor is seen.
+// outside the tensor is seen. `misaligned`: the tensor starts one element past a
+// 64-byte boundary (no vector loads or stores on it).
 class GuardedArray {
  public:
   static constexpr size_t kGuard = 64;
-  GuardedArray(Device device, DType dtype, Shape shape)
+  GuardedArray(Device device, DType dtype, Shape shape, bool misaligned = false)
       : device_(device),
         bytes_(static_cast<size_t>(shape.numel()) * dtype_size(dtype)),
-        buffer_(device, bytes_ + 2 * kGuard),
-        tensor_(buffer_.view(dtype, shape, kGuard)) {
-    const std::vector<uint8_t> fill(bytes_ + 2 * kGuard, 0xA5);
+        front_(kGuard + (misaligned ? dtype_size(dtype) : 0)),
+        buffer_(device, bytes_ + front_ + kGuard),
+        tensor_(buffer_.view(dtype, shape, front_)) {
+    const std::vector<uint8_t> fill(bytes_ + front_ + kGuard, 0xA5);
     copy_bytes(buffer_.data(), device, fill.data(), Device::cpu(), fill.size());
   }
   const Tensor& tensor() const { return tensor_; }
   void write(const void* host) { copy_bytes(tensor_.data, device_, host, Device::cpu(), bytes_); }
   // The tensor's bytes; a failure if a guard byte changed.
   std::vector<uint8_t> read() const {
-    std::vector<uint8_t> all(bytes_ + 2 * kGuard);
+    std::vector<uint8_t> all(bytes_ + front_ + kGuard);
     copy_bytes(all.data(), Device::cpu(), buffer_.data(), device_, all.size());
     for (size_t i = 0; i < all.size(); ++i) {
-      if ((i < kGuard || i >= kGuard + bytes_) && all[i] != 0xA5) {
+      if ((i < front_ || i >= front_ + bytes_) && all[i] != 0xA5) {
         ADD_FAILURE() << "wrote outside " << tensor_.str() << " at byte " << i;
         break;
       }
     }
-    return {all.begin() + kGuard, all.begin() + static_cast<ptrdiff_t>(kGuard + bytes_)};
+    return {all.begin() + static_cast<ptrdiff_t>(front_),
+            all.begin() + static_cast<ptrdiff_t>(front_ + bytes_)};
   }
 
  private:
   Device device_;
   size_t bytes_;
+  size_t front_;
   Buffer buffer_;
   Tensor tensor_;
 };
@@ -189,20 +204,21 @@ inline std::vector<uint8_t> input_bytes(const std::vector<float>& x, DType in) {
 inline Quantized quantize_on(Device device, const std::vector<float>& x, int64_t rows, int64_t cols,
                              const QuantizeRun& run) {
   const DType scale_dtype = run.grid.e8m0 ? DType::e8m0 : DType::f32;
-  GuardedArray in(device, run.in, {rows, cols});
+  const bool m = run.misaligned;
+  GuardedArray in(device, run.in, {rows, cols}, m);
   in.write(input_bytes(x, run.in).data());
-  GuardedArray data(device, run.fp8, {rows, cols});
-  GuardedArray scale_inv(device, scale_dtype, kernels::scale_grid_shape(rows, cols, run.grid));
-  GuardedArray data_t(device, run.fp8, {cols, rows});
-  GuardedArray scale_inv_t(device, scale_dtype, kernels::scale_grid_shape(cols, rows, run.grid));
-  GuardedArray amax(device, DType::f32, {1});
-  GuardedArray counts(device, DType::i32, {2});  // 0xA5A5A5A5: must be overwritten
-  GuardedArray given(device, DType::f32, {1});
+  GuardedArray data(device, run.fp8, {rows, cols}, m);
+  GuardedArray scale_inv(device, scale_dtype, kernels::scale_grid_shape(rows, cols, run.grid), m);
+  GuardedArray data_t(device, run.fp8, {cols, rows}, m);
+  GuardedArray scale_inv_t(device, scale_dtype, kernels::scale_grid_shape(cols, rows, run.grid), m);
+  GuardedArray amax(device, DType::f32, {1}, m);
+  GuardedArray counts(device, DType::i32, {2}, m);  // 0xA5A5A5A5: must be overwritten
+  GuardedArray given(device, DType::f32, {1}, m);
   kernels::QuantizeOutputs out;
   out.data = data.tensor();
   out.scale_inv = scale_inv.tensor();
-  out.amax = amax.tensor();
-  out.counts = counts.tensor();
+  if (run.amax) out.amax = amax.tensor();
+  if (run.counts) out.counts = counts.tensor();
   if (run.with_transposed) {
     out.data_t = data_t.tensor();
     out.scale_inv_t = scale_inv_t.tensor();
@@ -227,9 +243,11 @@ inline Quantized quantize_on(Device device, const std::vector<float>& x, int64_t
     q.scale_inv_t = scale_values(q.scale_inv_t_raw, run.grid.e8m0);
   }
   const std::vector<uint8_t> a = amax.read(), c = counts.read();
-  std::memcpy(&q.amax, a.data(), 4);
-  std::memcpy(&q.saturated, c.data(), 4);
-  std::memcpy(&q.flushed, c.data() + 4, 4);
+  if (run.amax) std::memcpy(&q.amax, a.data(), 4);
+  if (run.counts) {
+    std::memcpy(&q.saturated, c.data(), 4);
+    std::memcpy(&q.flushed, c.data() + 4, 4);
+  }
   return q;
 }
 
@@ -337,6 +355,38 @@ inline std::vector<float> dequantize_reference(const Quantized& q, int64_t rows,
     }
   }
   return out;
+}
+
+// Sets an environment variable for the life of the object (restores or unsets it after).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// The settings of OCTET_CUDA_FP8_CVT a device runs quantize under: the CUDA kernels
+// encode with the hardware conversion or the scalar routine (both must match the CPU).
+inline std::vector<const char*> fp8_cvt_modes(Device device) {
+  if (device.is_cuda()) return {"hardware", "software"};
+  return {"hardware"};
 }
 
 }  // namespace octet::testing

@@ -286,6 +286,81 @@ TEST_P(QuantizeScales, NonFiniteInputsAreReportedInTheAmax) {
   }
 }
 
+// Inputs at every decision of the encoders: the values of FP8 neighbours' midpoints
+// (the ties) and their two f32 neighbours, past ±max (464 and 61440 are the rounding
+// boundaries), FLT_MAX, infinities; and all 65536 bf16 bit patterns (NaNs of both
+// signs, subnormals). Scaled by 1 and by an inexact scale (the f32 product rounds
+// first), both overflow modes, both formats, with and without the transposed copy (the
+// per-tensor cast and tile kernels on a GPU), under both GPU encoders: the codes and
+// counts are the reference's, bit for bit.
+TEST_P(QuantizeScales, EveryBf16ValueAndEveryRoundingBoundaryEncodeLikeTheReference) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  constexpr int64_t cols = 256;
+  for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+    std::vector<float> ties;
+    const float max = static_cast<float>(testing::fp8_max(fp8));
+    for (int code = 0; code < 0x7F; ++code) {
+      const float a = fp8_to_f32(static_cast<uint8_t>(code), fp8);
+      const float b = fp8_to_f32(static_cast<uint8_t>(code + 1), fp8);
+      if (!(b <= max)) break;
+      const float mid = (a + b) / 2;  // exact: FP8 values have at most 4 significant bits
+      for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, HUGE_VALF)}) {
+        ties.push_back(v);
+        ties.push_back(-v);
+      }
+    }
+    const float boundary = fp8 == DType::e4m3 ? 464.0f : 61440.0f;
+    for (float v : {boundary, std::nextafter(boundary, 0.0f), std::nextafter(boundary, HUGE_VALF),
+                    max, 3.4028235e38f, HUGE_VALF}) {
+      ties.push_back(v);
+      ties.push_back(-v);
+    }
+    ties.resize((ties.size() + cols - 1) / cols * cols, 0.0f);
+    std::vector<float> patterns(65536);
+    for (size_t i = 0; i < patterns.size(); ++i)
+      patterns[i] = bf16_to_f32(static_cast<uint16_t>(i));
+    const std::pair<const std::vector<float>*, DType> inputs[] = {
+        {&ties, DType::f32}, {&patterns, DType::f32}, {&patterns, DType::bf16}};
+    for (const auto& [x, in] : inputs) {
+      const int64_t rows = static_cast<int64_t>(x->size()) / cols;
+      for (float scale : {1.0f, 1.37f}) {
+        for (Overflow overflow : {Overflow::saturate, Overflow::nonfinite}) {
+          for (bool with_transposed : {false, true}) {
+            for (const char* cvt : testing::fp8_cvt_modes(device)) {
+              const testing::ScopedEnv env("OCTET_CUDA_FP8_CVT", cvt);
+              SCOPED_TRACE(std::string(dtype_name(in)) + "->" + dtype_name(fp8) +
+                           (x == &ties ? " ties" : " all bf16") + " scale " +
+                           std::to_string(scale) +
+                           (overflow == Overflow::saturate ? " saturate" : " nonfinite") +
+                           (with_transposed ? " transposed " : " ") + cvt);
+              QuantizeRun run = testing::make_run(testing::kTensorGrid, fp8, in, with_transposed);
+              run.overflow = overflow;
+              run.given_scale = scale;
+              const Quantized q = testing::quantize_on(device, *x, rows, cols, run);
+              const Quantized want = testing::quantize_reference(*x, rows, cols, run);
+              for (size_t i = 0; i < x->size(); ++i) {
+                ASSERT_EQ(q.data[i], want.data[i])
+                    << "x = " << (*x)[i] << " (bits 0x" << std::hex << f32_bits((*x)[i]) << ")";
+              }
+              EXPECT_EQ(q.saturated, want.saturated);
+              EXPECT_EQ(q.flushed, want.flushed);
+              EXPECT_TRUE(std::isnan(q.amax) == std::isnan(want.amax) &&
+                          (std::isnan(q.amax) || q.amax == want.amax))
+                  << q.amax << ", want " << want.amax;
+              if (with_transposed) {
+                ASSERT_EQ(q.data_t, testing::quantize_reference(testing::transposed(*x, rows, cols),
+                                                                cols, rows, run)
+                                        .data);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuantizeScales, ZeroInputGivesUnitScalesAndZeroData) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);

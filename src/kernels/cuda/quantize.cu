@@ -1,127 +1,107 @@
-// kernels/cuda/quantize.cu: FP8 quantization, dequantization and the delayed-scaling
-// update on CUDA devices, with the scalar routines of the CPU (core/convert.h,
-// kernels/quantize.h), so both devices produce the same bits. These are the
-// straightforward kernels; the fused one-pass variants replace them with numbers.
+// kernels/cuda/quantize.cu: FP8 quantization on CUDA devices: picks the kernel for
+// the scale grid (quantize_tensor.cu, quantize_tiles.cu; a plain one-block-per-scale-
+// block kernel for grids no recipe uses), plus dequantize and the delayed-scaling
+// update of every tensor of a model in one launch. The scalar routines are those of
+// the CPU (core/convert.h, kernels/quantize.h), so both devices produce the same bits.
+//
+// OCTET_CUDA_FP8_CVT=software makes the saturating conversions use the scalar
+// encoder instead of the hardware cvt.rn.satfinite (the same bits; for testing both).
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/quantize_device.cuh"
 #include "kernels/quantize.h"
 #include "kernels/scaling.h"
 
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+using qz::kThreads;
 
-__device__ __forceinline__ float load(const void* x, bool bf16, int64_t i) {
-  return bf16 ? bf16_to_f32(static_cast<const uint16_t*>(x)[i]) : static_cast<const float*>(x)[i];
+__device__ qz::Scratch g_scratch;  // zero-initialised; see qz::Scratch
+
+constexpr int kMaxDevices = 64;
+
+// The device address of g_scratch on `device` (the current device), looked up once.
+qz::Scratch* scratch(int device) {
+  static std::atomic<qz::Scratch*> cache[kMaxDevices] = {};
+  OCTET_CHECK(device >= 0 && device < kMaxDevices, "quantize", "CUDA device index ", device,
+              " is out of range");
+  qz::Scratch* p = cache[device].load(std::memory_order_acquire);
+  if (p == nullptr) {
+    void* address = nullptr;
+    OCTET_CUDA_CHECK("quantize", cudaGetSymbolAddress(&address, g_scratch));
+    p = static_cast<qz::Scratch*>(address);
+    cache[device].store(p, std::memory_order_release);
+  }
+  return p;
 }
 
-// |x| as ordered bits: for non-negative floats (and NaN above Inf) unsigned order is
-// float order, so atomicMax on the bits is a float max in which NaN wins.
-__device__ __forceinline__ unsigned abs_bits(float v) {
-  return f32_bits(v) & 0x7FFFFFFFu;
+bool hardware_cvt() {
+  const char* v = std::getenv("OCTET_CUDA_FP8_CVT");
+  if (v == nullptr || *v == '\0' || std::string_view(v) == "hardware") return true;
+  OCTET_CHECK(std::string_view(v) == "software", "quantize",
+              "OCTET_CUDA_FP8_CVT must be 'hardware' or 'software', got '", v, "'");
+  return false;
 }
 
+// x, or xᵀ read in place: element (r, c) is x[c * rows + r] for x stored [cols, rows].
 struct Matrix {
   const void* x;
   bool bf16;
   int64_t rows, cols;
-  bool transposed;  // read xᵀ: element (r, c) is x[c * rows + r] where x is [cols, rows]
-  __device__ float at(int64_t r, int64_t c) const {
-    return transposed ? load(x, bf16, c * rows + r) : load(x, bf16, r * cols + c);
+  bool transposed;
+  __device__ uint32_t bits(int64_t r, int64_t c) const {
+    const int64_t i = transposed ? c * rows + r : r * cols + c;
+    return bf16 ? uint32_t{static_cast<const uint16_t*>(x)[i]} << 16
+                : static_cast<const uint32_t*>(x)[i];
   }
 };
 
-struct Target {
-  uint8_t* data;
-  void* scale_inv;  // f32 or e8m0 per block
-  int* counts;      // may be null
-  bool e5m2, saturate, e8m0, pow2;
-  float fp8_max;
-};
-
-__device__ __forceinline__ void quantize_one(const Target& t, float v, float scale, uint8_t* out) {
-  const float scaled = v * scale;
-  const Overflow o = t.saturate ? Overflow::saturate : Overflow::nonfinite;
-  const uint8_t q = t.e5m2 ? f32_to_e5m2(scaled, o) : f32_to_e4m3(scaled, o);
-  *out = q;
-  if (t.counts != nullptr) {
-    const bool finite = abs_bits(v) < 0x7F800000u;
-    const uint8_t unsat = t.e5m2 ? f32_to_e5m2(scaled, Overflow::nonfinite)
-                                 : f32_to_e4m3(scaled, Overflow::nonfinite);
-    const bool overflowed = t.e5m2 ? (unsat & 0x7Fu) >= 0x7Cu : (unsat & 0x7Fu) == 0x7Fu;
-    if (finite && overflowed) atomicAdd(&t.counts[0], 1);
-    if (finite && v != 0.0f && (q & 0x7Fu) == 0) atomicAdd(&t.counts[1], 1);
-  }
-}
-
-// One CUDA block per scale block: reduce the block's amax, then quantize it.
-__global__ void quantize_blocks(Matrix m, Target t, int64_t br, int64_t bc, int64_t grid_cols) {
+// Any other grid: one CUDA block per scale block: its amax, then the cast, reading x
+// (or xᵀ, strided) element by element. Correct for every grid; no recipe uses it.
+__global__ void __launch_bounds__(kThreads)
+    generic_kernel(Matrix m, uint8_t* data, void* scale_inv, int64_t br, int64_t bc,
+                   int64_t grid_cols, qz::Codec codec, qz::Finish finish, bool count) {
+  __shared__ uint32_t s_warp[kThreads / 32];
   const int64_t b = blockIdx.x;
   const int64_t r0 = (b / grid_cols) * br, c0 = (b % grid_cols) * bc;
-  const int64_t r1 = min(r0 + br, m.rows), c1 = min(c0 + bc, m.cols);
-  const int64_t w = c1 - c0, n = (r1 - r0) * w;
-  __shared__ unsigned block_amax;
-  if (threadIdx.x == 0) block_amax = 0;
-  __syncthreads();
-  unsigned local = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    local = max(local, abs_bits(m.at(r0 + i / w, c0 + i % w)));
+  const int64_t w = min(c0 + bc, m.cols) - c0, n = (min(r0 + br, m.rows) - r0) * w;
+  uint32_t local = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    local = max(local, m.bits(r0 + i / w, c0 + i % w) & 0x7FFFFFFFu);
   }
-  atomicMax(&block_amax, local);
+  uint32_t amax = qz::warp_max(local);
+  if (threadIdx.x % 32 == 0) s_warp[threadIdx.x / 32] = amax;
   __syncthreads();
-  const float amax = f32_from_bits(block_amax);
-  float scale;
-  if (t.e8m0) {
-    const uint8_t e = e8m0_scale_inv_from_amax(amax, t.fp8_max);
-    scale = 1.0f / e8m0_to_f32(e);  // exact: a power of two in [2^-127, 2^127]
-    if (threadIdx.x == 0) static_cast<uint8_t*>(t.scale_inv)[b] = e;
-  } else {
-    scale = scale_from_amax(amax, t.fp8_max, 0, t.pow2);
-    if (threadIdx.x == 0) static_cast<float*>(t.scale_inv)[b] = 1.0f / scale;
-  }
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+  for (int k = 0; k < kThreads / 32; ++k) amax = max(amax, s_warp[k]);
+  const float scale = qz::block_scale_of(amax, codec, scale_inv, b, threadIdx.x == 0);
+  unsigned saturated = 0, flushed = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
     const int64_t r = r0 + i / w, c = c0 + i % w;
-    quantize_one(t, m.at(r, c), scale, &t.data[r * m.cols + c]);
+    const uint32_t xb[4] = {m.bits(r, c), 0, 0, 0};
+    const uint32_t code = count ? qz::encode4<true>(xb, scale, codec, saturated, flushed)
+                                : qz::encode4<false>(xb, scale, codec, saturated, flushed);
+    data[r * m.cols + c] = static_cast<uint8_t>(code);
   }
+  qz::block_finish(finish, codec, local, saturated, flushed);
 }
 
-__global__ void amax_kernel(Matrix m, unsigned* amax_bits) {
-  const int64_t n = m.rows * m.cols;
-  unsigned local = 0;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    local = max(local, abs_bits(load(m.x, m.bf16, i)));
-  }
-  for (int off = 16; off > 0; off /= 2)
-    local = max(local, __shfl_xor_sync(0xFFFFFFFFu, local, off));
-  if ((threadIdx.x & 31) == 0) atomicMax(amax_bits, local);
-}
-
-// Per tensor: the scale comes from `given_scale` or from the amax gathered in amax_bits.
-__global__ void quantize_tensor(Matrix m, Target t, const float* given_scale,
-                                const unsigned* amax_bits) {
-  const float scale = given_scale != nullptr
-                          ? *given_scale
-                          : scale_from_amax(f32_from_bits(*amax_bits), t.fp8_max, 0, t.pow2);
-  const int64_t n = m.rows * m.cols;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    quantize_one(t, load(m.x, m.bf16, i), scale, &t.data[i]);
-  }
-}
-
-// Runs after quantize_tensor: amax_bits may alias scale_inv, so scale_inv is written last.
-__global__ void finish_tensor(Target t, const float* given_scale, unsigned* amax_bits,
-                              float* amax_out) {
-  const float amax = f32_from_bits(*amax_bits);
-  const float scale =
-      given_scale != nullptr ? *given_scale : scale_from_amax(amax, t.fp8_max, 0, t.pow2);
-  if (amax_out != nullptr) *amax_out = amax;
-  static_cast<float*>(t.scale_inv)[0] = 1.0f / scale;
+void launch_generic(const Matrix& m, uint8_t* data, void* scale_inv, ScaleGrid grid,
+                    const qz::Codec& codec, const qz::Finish& finish, bool count) {
+  const int64_t br = grid.block_rows == 0 ? m.rows : grid.block_rows;
+  const int64_t bc = grid.block_cols == 0 ? m.cols : grid.block_cols;
+  const int64_t grid_rows = (m.rows + br - 1) / br, grid_cols = (m.cols + bc - 1) / bc;
+  OCTET_CHECK(grid_rows * grid_cols <= 0x7FFFFFFF, "quantize", "too many scale blocks (",
+              grid_rows * grid_cols, ") for one launch");
+  generic_kernel<<<static_cast<unsigned>(grid_rows * grid_cols), kThreads, 0, stream()>>>(
+      m, data, scale_inv, br, bc, grid_cols, codec, finish, count);
+  OCTET_CUDA_CHECK_LAUNCH("quantize");
 }
 
 __global__ void dequantize_kernel(const uint8_t* data, bool e5m2, const void* scale_inv, bool e8m0,
@@ -134,7 +114,7 @@ __global__ void dequantize_kernel(const uint8_t* data, bool e5m2, const void* sc
     const int64_t b = (br == 0 ? 0 : r / br) * grid_cols + (bc == 0 ? 0 : c / bc);
     const float s = e8m0 ? e8m0_to_f32(static_cast<const uint8_t*>(scale_inv)[b])
                          : static_cast<const float*>(scale_inv)[b];
-    const float v = (e5m2 ? e5m2_to_f32(data[i]) : e4m3_to_f32(data[i])) * s;
+    const float v = __fmul_rn(e5m2 ? e5m2_to_f32(data[i]) : e4m3_to_f32(data[i]), s);
     if (y_bf16) {
       static_cast<uint16_t*>(y)[i] = f32_to_bf16(v);
     } else {
@@ -143,6 +123,7 @@ __global__ void dequantize_kernel(const uint8_t* data, bool e5m2, const void* sc
   }
 }
 
+// One thread per tensor: every tensor of a model in one launch.
 __global__ void delayed_update_kernel(float* history, int64_t n, int64_t len, float* scale,
                                       float* scale_inv, const float* fp8_max, int* nonfinite,
                                       bool reduce_max, int margin) {
@@ -165,71 +146,77 @@ __global__ void delayed_update_kernel(float* history, int64_t n, int64_t len, fl
   scale_inv[i] = 1.0f / scale[i];
 }
 
-Target make_target(const Tensor& data, const Tensor& scale_inv, int* counts,
-                   const QuantizeOptions& o) {
-  return Target{data.as<uint8_t>(),
-                scale_inv.data,
-                counts,
-                data.dtype == DType::e5m2,
-                o.overflow == Overflow::saturate,
-                o.grid.e8m0,
-                o.power_of_two_scales,
-                static_cast<float>(dtype_info(data.dtype).max_finite)};
-}
-
-void quantize_grid(const Matrix& m, const Target& t, ScaleGrid grid) {
-  const int64_t br = grid.block_rows == 0 ? m.rows : grid.block_rows;
-  const int64_t bc = grid.block_cols == 0 ? m.cols : grid.block_cols;
-  const int64_t grid_rows = (m.rows + br - 1) / br, grid_cols = (m.cols + bc - 1) / bc;
-  OCTET_CHECK(grid_rows * grid_cols <= 0x7FFFFFFF, "quantize", "too many scale blocks");
-  quantize_blocks<<<static_cast<unsigned>(grid_rows * grid_cols), kThreads, 0, stream()>>>(
-      m, t, br, bc, grid_cols);
-  OCTET_CUDA_CHECK_LAUNCH("quantize");
+bool is_tile_width(int64_t n) {
+  return n == 16 || n == 32 || n == 64 || n == 128;
 }
 
 }  // namespace
 
 void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& o) {
   OCTET_CUDA_CHECK("quantize", cudaSetDevice(x.device.index));
-  const Matrix m{x.data, x.dtype == DType::bf16, x.rows(), x.cols(), false};
-  int* counts = out.counts.empty() ? nullptr : out.counts.as<int>();
-  if (counts != nullptr)
-    OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(counts, 0, 2 * sizeof(int), stream()));
-  const Target t = make_target(out.data, out.scale_inv, counts, o);
-  const bool per_tensor = o.grid.block_rows == 0 && o.grid.block_cols == 0;
-  const int64_t n = x.numel();
-
-  if (per_tensor) {
-    // The amax is gathered in scale_inv's slot (no scratch memory), which is
-    // overwritten with 1/scale once every element has been quantized.
-    auto* amax_bits = static_cast<unsigned*>(out.scale_inv.data);
-    const float* given = o.given_scale.empty() ? nullptr : o.given_scale.as<const float>();
-    OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), stream()));
-    amax_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(m, amax_bits);
-    quantize_tensor<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(m, t, given, amax_bits);
-    finish_tensor<<<1, 1, 0, stream()>>>(t, given, amax_bits,
-                                         out.amax.empty() ? nullptr : out.amax.as<float>());
-    OCTET_CUDA_CHECK_LAUNCH("quantize");
-  } else {
-    quantize_grid(m, t, o.grid);
-    if (!out.amax.empty()) {
-      auto* amax_bits = static_cast<unsigned*>(out.amax.data);
-      OCTET_CUDA_CHECK("quantize", cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), stream()));
-      amax_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(m, amax_bits);
-      OCTET_CUDA_CHECK_LAUNCH("quantize");
-    }
+  qz::Call c{};
+  c.x = x.data;
+  c.bf16 = x.dtype == DType::bf16;
+  c.rows = x.rows();
+  c.cols = x.cols();
+  c.data = out.data.as<uint8_t>();
+  c.scale_inv = out.scale_inv.data;
+  if (!out.data_t.empty()) {
+    c.data_t = out.data_t.as<uint8_t>();
+    c.scale_inv_t = out.scale_inv_t.data;
   }
-  if (out.data_t.empty()) return;
-  const bool symmetric = per_tensor || o.grid.block_rows == o.grid.block_cols;
-  if (symmetric) {
-    // Per tensor and NxN blocks: the transposed copy is the transpose of the data,
-    // its scales the transpose of the scale grid.
-    transpose(out.data, out.data_t);
-    transpose(out.scale_inv.reshaped(scale_grid_shape(x.rows(), x.cols(), o.grid)),
-              out.scale_inv_t.reshaped(scale_grid_shape(x.cols(), x.rows(), o.grid)));
-  } else {
-    const Matrix mt{x.data, m.bf16, x.cols(), x.rows(), true};
-    quantize_grid(mt, make_target(out.data_t, out.scale_inv_t, nullptr, o), o.grid);
+  c.amax = out.amax.empty() ? nullptr : out.amax.as<float>();
+  c.counts = out.counts.empty() ? nullptr : out.counts.as<int>();
+  c.given = o.given_scale.empty() ? nullptr : o.given_scale.as<const float>();
+  const bool saturate = o.overflow == Overflow::saturate;
+  c.codec = qz::Codec{static_cast<float>(dtype_info(out.data.dtype).max_finite),
+                      out.data.dtype == DType::e5m2,
+                      saturate,
+                      saturate && hardware_cvt(),
+                      o.grid.e8m0,
+                      o.power_of_two_scales};
+  c.scratch = scratch(x.device.index);
+  const ScaleGrid g = o.grid;
+
+  if (g.block_rows == 0 && g.block_cols == 0) {
+    // Current scaling: the amax pass, then the cast from the tensor's end (in L2).
+    const float* scale = c.given;
+    if (scale == nullptr) {
+      qz::launch_amax(c);
+      scale = &c.scratch->scale;
+    }
+    if (c.data_t != nullptr) {
+      qz::launch_tiles(c, qz::TileMode::tensor, 0, scale, c.given == nullptr);
+    } else {
+      qz::launch_tensor_cast(c, scale, c.given == nullptr);
+    }
+    return;
+  }
+  if (g.block_rows == 1 && g.block_cols == 0) {
+    if (c.data_t != nullptr) {
+      qz::launch_rows_transposed(c);
+    } else {
+      qz::launch_rows(c);
+    }
+    return;
+  }
+  if (g.block_rows == 1 && is_tile_width(g.block_cols)) {
+    qz::launch_tiles(c, qz::TileMode::tiles, static_cast<int>(g.block_cols), nullptr, false);
+    return;
+  }
+  if (g.block_rows == 128 && g.block_cols == 128 && !g.e8m0) {
+    qz::launch_tiles(c, qz::TileMode::block, 0, nullptr, false);
+    return;
+  }
+  qz::Finish finish;
+  finish.scratch = c.scratch;
+  finish.amax = c.amax;
+  finish.counts = c.counts;
+  const Matrix m{c.x, c.bf16, c.rows, c.cols, false};
+  launch_generic(m, c.data, c.scale_inv, g, c.codec, finish, c.counts != nullptr);
+  if (c.data_t != nullptr) {
+    const Matrix mt{c.x, c.bf16, c.cols, c.rows, true};
+    launch_generic(mt, c.data_t, c.scale_inv_t, g, c.codec, qz::Finish{}, false);
   }
 }
 
