@@ -85,7 +85,8 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
   kernels::QuantizeOptions options;
   options.grid = q.grid();
   options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
-  kernels::QuantizeOutputs out{q.data, q.scale_inv, q.data_t, q.scale_inv_t, q.amax, q.counts};
+  kernels::QuantizeOutputs out{q.data,        q.scale_inv, q.data_t,
+                               q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor()};
   if (recipe.mode == ScalingMode::tensor_delayed) {
     OCTET_CHECK(delayed != nullptr && slot >= 0 && slot < delayed->size(), "quantize",
                 "tensor-delayed scaling needs the tensor's delayed-scaling state and slot");

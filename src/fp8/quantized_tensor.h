@@ -29,6 +29,11 @@ class QuantizedTensor {
 
   // Views data (and the rest) as [rows, cols]; rows <= max_rows.
   void set_rows(int64_t rows);
+  // Whether quantize() also counts saturated and flushed values (on by default). The
+  // count costs a little on every call; a trainer turns it on for the steps it reports.
+  // Off, `counts` keeps the numbers of the last counted quantization.
+  void set_counting(bool on) { counting_ = on; }
+  bool counting() const { return counting_; }
 
   DType format() const { return format_; }
   kernels::ScaleGrid grid() const { return grid_; }
@@ -52,6 +57,7 @@ class QuantizedTensor {
   kernels::ScaleGrid grid_;
   Role role_ = Role::activation;
   bool has_transpose_ = false;
+  bool counting_ = true;
   int64_t max_rows_ = 0, rows_ = 0, cols_ = 0;
   size_t data_offset_ = 0, scale_offset_ = 0, data_t_offset_ = 0, scale_t_offset_ = 0;
   size_t amax_offset_ = 0, counts_offset_ = 0;

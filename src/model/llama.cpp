@@ -422,6 +422,13 @@ void Llama::backward() {
   kernels::embedding_backward(inputs_, a.d_resid, grad_view(*embedding_));
 }
 
+void Llama::set_fp8_counting(bool on) {
+  for (Layer& layer : layers_) {
+    for (nn::Linear* lin : {&layer.qkv, &layer.o, &layer.gate_up, &layer.down})
+      lin->set_counting(on);
+  }
+}
+
 std::vector<std::pair<std::string, nn::Linear::Stats>> Llama::fp8_stats() const {
   std::vector<std::pair<std::string, nn::Linear::Stats>> out;
   if (options_.precision != nn::Precision::fp8) return out;

@@ -91,6 +91,8 @@ class Llama {
   const fp8::DelayedScalingState* delayed_scaling() const { return delayed_.get(); }
   // FP8 statistics of each transformer-block linear, by name ("layers.0.qkv", ...).
   std::vector<std::pair<std::string, nn::Linear::Stats>> fp8_stats() const;
+  // Whether the FP8 quantizations count saturated and flushed values (nn::Linear).
+  void set_fp8_counting(bool on);
 
  private:
   struct Layer;

@@ -145,6 +145,10 @@ void Linear::use_workspace(const Tensor& workspace) {
   workspace_ = workspace_bytes_ == 0 ? Tensor() : workspace;
 }
 
+void Linear::set_counting(bool on) {
+  for (fp8::QuantizedTensor* q : {&qx_, &qw_, &qdy_}) q->set_counting(on);
+}
+
 void Linear::bind(const Tensor& weight, const Tensor& bias, const Tensor& weight_grad,
                   const Tensor& bias_grad) {
   const int64_t in = config_.in_features, out = config_.out_features;

@@ -81,6 +81,9 @@ class Linear {
     fp8::Fp8Stats layer;  // the three accumulated
   };
   Stats stats() const;
+  // Whether the FP8 quantizations count saturated and flushed values (on by default;
+  // stats() reports the counts of the last counted step).
+  void set_counting(bool on);
 
  private:
   DType dtype() const { return activation_dtype(config_.precision); }

@@ -145,6 +145,11 @@ StepRecord Trainer::train_step() {
   const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot) * 4);
   const Tensor sum_sq = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot + 1) * 4);
   zero_bytes(loss.data, loss.device, 4);
+  // FP8 saturation counts cost a little in every quantization: count them only in the
+  // steps whose statistics the metrics report (those that end with an evaluation).
+  const int64_t next = step_ + 1;
+  m.set_fp8_counting(next == config_.steps ||
+                     (config_.eval_every > 0 && next % config_.eval_every == 0));
   m.zero_grads();
   const double tokens = static_cast<double>(m.tokens() * config_.grad_accum);
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
