@@ -336,9 +336,9 @@ struct Dims {
 // K a multiple of 16 but not of 128 (nor of 32 for 144 and 272: ragged last tiles, blocks and
 // MX blocks), M above and N below one 128-row block, a single element, and an aligned square
 // whose B spans two 128-row blocks. On CUDA the first three take the emulation for block
-// grids (M or N not a multiple of 4); the last three run cuBLASLt's block-scaled kernels:
-// 132 x 260 with 3 K blocks (the 128x128 scales padded to 4 per row of blocks, C padded
-// to 272 columns) and 256 x 384 with 4 K blocks over many thread blocks.
+// grids (M not a multiple of 4); the last three run cuBLASLt's block-scaled kernels:
+// 132 x 260 with 3 K blocks (the 128x128 scales padded to 4 per row of blocks, B and C
+// padded to N = 272) and 256 x 384 with 4 K blocks over many thread blocks.
 constexpr Dims kShapes[] = {{37, 53, 144},   {130, 67, 272},  {1, 1, 16},
                             {256, 256, 256}, {132, 260, 272}, {256, 384, 400}};
 constexpr std::pair<DType, DType> kFormatPairs[] = {

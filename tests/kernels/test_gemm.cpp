@@ -307,8 +307,8 @@ TEST_P(GemmOnDevice, Fp8MatchesFloat64WithinGammaK) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  // N of any size (on CUDA, N % 16 != 0 runs on a padded copy of C), and on CUDA shapes of
-  // many thread blocks.
+  // N of any size (on CUDA, N % 16 != 0 runs on copies of B and C padded to a multiple of
+  // 16 rows and columns), and on CUDA shapes of many thread blocks.
   const Dims shapes[] = {{1, 1, 16},      {7, 13, 32},     {64, 48, 80},   {129, 67, 144},
                          {256, 256, 256}, {520, 130, 160}, {96, 256, 1024}};
   const std::pair<DType, DType> pairs[] = {

@@ -3,8 +3,8 @@
 // K-major with per-tensor scales (SCALAR_32F), per-row scales (OUTER_VEC_32F) or 1x128
 // tiles and 128x128 blocks (VEC128_32F, BLK128x128_32F), the scales re-laid into the
 // workspace where cuBLASLt's layout differs from octet's. Grids Hopper's cuBLASLt does
-// not take (MX, other block sizes, 128x128 on both operands, and block grids on shapes
-// whose scale layout the documentation leaves ambiguous) are emulated: both operands
+// not take (MX, other block sizes, 128x128 on both operands, and block grids when M or N
+// is not a multiple of 4) are emulated: both operands
 // dequantized into the workspace, exactly into bf16 when every scale is a power of two
 // (MX), else into f32, then a bf16 or f32 GEMM. Nothing synchronises the host.
 #include <cublasLt.h>
@@ -48,13 +48,17 @@ struct Route {
   bool fp8 = false;
   Fp8Path path = Fp8Path::tensor;
   bool emulate_bf16 = false;  // emulated: operands dequantized exactly into bf16 (else f32)
-  int64_t ldd = 0;            // C's leading dimension in the GEMM: N, or N padded (d_bytes)
+  // N as cuBLASLt's FP8 kernels see it: padded to a multiple of 16 (their "dimensions of
+  // 16-byte multiples", with the N dimension as wide as C's rows) by zero rows appended to
+  // a copy of B (b_pad) and a C [M, np] in the workspace (d), copied back afterwards.
+  int64_t np = 0;
   size_t a_scale_bytes = 0, b_scale_bytes = 0;  // re-laid scales (outer, block)
   size_t a_bytes = 0, b_bytes = 0;              // dequantized operands (emulated)
-  size_t acc_bytes = 0;  // f32 [M, N] accumulator (emulated in f32 with a bf16 C)
-  size_t d_bytes = 0;    // [M, ldd] in C's dtype: FP8 output when N % 16 != 0
+  size_t acc_bytes = 0;    // f32 [M, N] accumulator (emulated in f32 with a bf16 C)
+  size_t b_pad_bytes = 0;  // fp8 [np, K]: B and np - N zero rows
+  size_t d_bytes = 0;      // [M, np] in C's dtype
   size_t scratch_bytes() const {
-    return a_scale_bytes + b_scale_bytes + a_bytes + b_bytes + acc_bytes + d_bytes;
+    return a_scale_bytes + b_scale_bytes + a_bytes + b_bytes + acc_bytes + b_pad_bytes + d_bytes;
   }
 };
 
@@ -88,7 +92,7 @@ size_t block_scale_bytes(ScaleGrid g, int64_t rows, int64_t k) {
 
 Route route(const Tensor& a, const Tensor& c, const GemmOptions& o, GemmDims d) {
   Route r;
-  r.ldd = d.n;
+  r.np = d.n;
   if (!is_fp8(a.dtype)) return r;
   r.fp8 = true;
   const ScaleGrid ga = o.a_grid, gb = o.b_grid;
@@ -98,24 +102,30 @@ Route route(const Tensor& a, const Tensor& c, const GemmOptions& o, GemmDims d) 
     r.path =
         per_tensor(ga) && per_tensor(gb) && !ga.e8m0 && !gb.e8m0 ? Fp8Path::tensor : Fp8Path::outer;
   } else if (cublas_block_grid(ga) && cublas_block_grid(gb) &&
-             !(ga.block_rows == 128 && gb.block_rows == 128) && d.m % 4 == 0 && d.n % 4 == 0) {
-    // Hopper takes 1x128 x 1x128, 1x128 x 128x128 and 128x128 x 1x128, not 128x128 on both.
-    // The documented scale layouts pad the contiguous dimension to 4 floats; with M and N
-    // multiples of 4 the VEC128 layout is the same whether or not its row count is padded.
+             !(ga.block_rows == 128 && gb.block_rows == 128) && d.m % 4 == 0) {
+    // cuBLAS documentation (narrow precision, 128-element 1D and 128x128 2D block scaling,
+    // compute capability 9.0): VEC128 x VEC128, VEC128 x BLK128x128 and BLK128x128 x VEC128
+    // are supported, BLK128x128 on both operands is not, and M and N must be multiples of 4
+    // (N is, once padded to 16).
     r.path = Fp8Path::block;
   } else {
     r.path = Fp8Path::emulated;
+  }
+  if (r.path != Fp8Path::emulated && d.n % 16 != 0) {
+    r.np = (d.n + 15) / 16 * 16;
+    r.b_pad_bytes = align_up(static_cast<size_t>(r.np * d.k));
+    r.d_bytes = align_up(static_cast<size_t>(d.m * r.np) * dtype_size(c.dtype));
   }
   switch (r.path) {
     case Fp8Path::tensor:
       break;
     case Fp8Path::outer:
       r.a_scale_bytes = align_up(static_cast<size_t>(d.m) * 4);
-      r.b_scale_bytes = align_up(static_cast<size_t>(d.n) * 4);
+      r.b_scale_bytes = align_up(static_cast<size_t>(r.np) * 4);
       break;
     case Fp8Path::block:
       r.a_scale_bytes = block_scale_bytes(ga, d.m, d.k);
-      r.b_scale_bytes = block_scale_bytes(gb, d.n, d.k);
+      r.b_scale_bytes = block_scale_bytes(gb, r.np, d.k);
       break;
     case Fp8Path::emulated: {
       // FP8 value x 2^e is exact in bf16 (barring under/overflow of bf16's range);
@@ -129,18 +139,12 @@ Route route(const Tensor& a, const Tensor& c, const GemmOptions& o, GemmDims d) 
       break;
     }
   }
-  // cuBLASLt's FP8 kernels want every leading dimension a multiple of 16 elements; K is
-  // one by validation, C's N may not be: the GEMM then writes a padded copy in the workspace.
-  if (r.path != Fp8Path::emulated && d.n % 16 != 0) {
-    r.ldd = (d.n + 15) / 16 * 16;
-    r.d_bytes = align_up(static_cast<size_t>(d.m * r.ldd) * dtype_size(c.dtype));
-  }
   return r;
 }
 
 // The caller's workspace cut into the route's regions; the rest (up to 32 MiB) is cuBLASLt's.
 struct Scratch {
-  char *a_scale, *b_scale, *a, *b, *acc, *d;
+  char *a_scale, *b_scale, *a, *b, *acc, *b_pad, *d;
   void* cublas;
   size_t cublas_bytes;
 };
@@ -165,6 +169,7 @@ Scratch carve(const Tensor& workspace, const Route& r) {
   s.a = take(r.a_bytes);
   s.b = take(r.b_bytes);
   s.acc = take(r.acc_bytes);
+  s.b_pad = take(r.b_pad_bytes);
   s.d = take(r.d_bytes);
   const size_t left = have > slack + need ? have - slack - need : 0;
   s.cublas_bytes = std::min(kCublasWorkspaceBytes, left / kAlign * kAlign);
@@ -222,23 +227,43 @@ void gemm_emulated(const Tensor& a, const Tensor& b, const Tensor& c, const Gemm
 void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d,
               const Route& r, const Scratch& s) {
   if (r.path == Fp8Path::emulated) return gemm_emulated(a, b, c, o, d, r, s);
+  const bool padded = r.np != d.n;
   check_fp8_alignment("A", a);
-  check_fp8_alignment("B", b);
-  if (r.d_bytes == 0) check_fp8_alignment("C", c);
+  if (!padded) {  // else the GEMM reads a copy of B and writes a copy of C, both aligned
+    check_fp8_alignment("B", b);
+    check_fp8_alignment("C", c);
+  }
   LtCall call;
   call.a = a.data;
   call.b = b.data;
+  call.c = c.data;
   call.a_type = a.dtype;
   call.b_type = b.dtype;
   call.c_type = c.dtype;
   call.m = d.m;
-  call.n = d.n;
+  call.n = r.np;
   call.k = d.k;
+  call.ldc = r.np;
   call.alpha = o.alpha;
   call.beta = o.beta;
   call.fast_accum = o.fast_accum;
   call.workspace = s.cublas;
   call.workspace_bytes = s.cublas_bytes;
+  if (padded) {
+    // B [N, K] and zero rows up to np; C [M, N] into the first N columns of D [M, np].
+    const size_t b_bytes = static_cast<size_t>(d.n * d.k);
+    OCTET_CUDA_CHECK(kOp,
+                     cudaMemcpyAsync(s.b_pad, b.data, b_bytes, cudaMemcpyDeviceToDevice, stream()));
+    OCTET_CUDA_CHECK(kOp, cudaMemsetAsync(s.b_pad + b_bytes, 0,
+                                          static_cast<size_t>((r.np - d.n) * d.k), stream()));
+    call.b = s.b_pad;
+    call.c = s.d;
+    if (o.beta != 0.0f) {
+      const size_t row = static_cast<size_t>(d.n) * dtype_size(c.dtype);
+      OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(s.d, r.np * dtype_size(c.dtype), c.data, row, row,
+                                              d.m, cudaMemcpyDeviceToDevice, stream()));
+    }
+  }
   const ScaleView sa = scale_view(o.a_scale_inv, o.a_grid, d.m, d.k);
   const ScaleView sb = scale_view(o.b_scale_inv, o.b_grid, d.n, d.k);
   switch (r.path) {
@@ -248,51 +273,40 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
       call.b_scale = sb.data;
       break;
     case Fp8Path::outer:
-      launch_row_scales(sa, reinterpret_cast<float*>(s.a_scale));
-      launch_row_scales(sb, reinterpret_cast<float*>(s.b_scale));
+      launch_row_scales(sa, d.m, reinterpret_cast<float*>(s.a_scale));
+      launch_row_scales(sb, r.np, reinterpret_cast<float*>(s.b_scale));
       call.a_mode = call.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
       call.a_scale = s.a_scale;
       call.b_scale = s.b_scale;
       break;
     case Fp8Path::block: {
-      auto relayout = [](const ScaleView& v, char* out, int32_t& mode) {
+      auto relayout = [](const ScaleView& v, int64_t rows, char* out, int32_t& mode) {
         if (v.grid.block_rows == 1) {
-          launch_vec128_scales(v, reinterpret_cast<float*>(out));
+          launch_vec128_scales(v, rows, reinterpret_cast<float*>(out));
           mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-        } else {
+        } else {  // padding rows share the last row block, which exists (np <= that block's end)
           launch_blk128_scales(v, reinterpret_cast<float*>(out));
           mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
         }
       };
-      relayout(sa, s.a_scale, call.a_mode);
-      relayout(sb, s.b_scale, call.b_mode);
+      relayout(sa, d.m, s.a_scale, call.a_mode);
+      relayout(sb, r.np, s.b_scale, call.b_mode);
       call.a_scale = s.a_scale;
       call.b_scale = s.b_scale;
-      // The block-scaled kernels promote to fp32 every 128 K anyway; cuBLASLt offers no
-      // fast-accumulation variant of them.
+      // The block-scaled kernels promote to fp32 every 128 K anyway; PyTorch refuses fast
+      // accumulation with them and so do we.
       call.fast_accum = false;
       break;
     }
     case Fp8Path::emulated:
       break;
   }
-  if (r.d_bytes == 0) {
-    call.c = c.data;
-    call.ldc = d.n;
-    return lt_matmul(call, a.device.index);
-  }
-  // C's rows are not 16-element aligned: the GEMM runs on a padded copy in the workspace.
-  const size_t row_bytes = static_cast<size_t>(d.n) * dtype_size(c.dtype);
-  const size_t padded_row_bytes = static_cast<size_t>(r.ldd) * dtype_size(c.dtype);
-  call.c = s.d;
-  call.ldc = r.ldd;
-  if (o.beta != 0.0f) {
-    OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(s.d, padded_row_bytes, c.data, row_bytes, row_bytes,
-                                            d.m, cudaMemcpyDeviceToDevice, stream()));
-  }
   lt_matmul(call, a.device.index);
-  OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(c.data, row_bytes, s.d, padded_row_bytes, row_bytes, d.m,
-                                          cudaMemcpyDeviceToDevice, stream()));
+  if (padded) {
+    const size_t row = static_cast<size_t>(d.n) * dtype_size(c.dtype);
+    OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(c.data, row, s.d, r.np * dtype_size(c.dtype), row, d.m,
+                                            cudaMemcpyDeviceToDevice, stream()));
+  }
 }
 
 }  // namespace

@@ -36,17 +36,18 @@ __device__ __forceinline__ int64_t stride() {
   return static_cast<int64_t>(gridDim.x) * blockDim.x;
 }
 
-__global__ void row_scales_kernel(ScaleView s, float* out) {
-  for (int64_t r = first_index(); r < s.rows; r += stride()) out[r] = scale_at(s, 1, r, 0);
+__global__ void row_scales_kernel(ScaleView s, int64_t out_rows, float* out) {
+  for (int64_t r = first_index(); r < out_rows; r += stride())
+    out[r] = r < s.rows ? scale_at(s, 1, r, 0) : 1.0f;
 }
 
-// out[kb * rows + r]: one float per (row, 128-column tile), rows contiguous.
-__global__ void vec128_scales_kernel(ScaleView s, int64_t k_blocks, float* out) {
-  const int64_t n = k_blocks * s.rows;
+// out[kb * out_rows + r]: one float per (row, 128-column tile), rows contiguous.
+__global__ void vec128_scales_kernel(ScaleView s, int64_t out_rows, int64_t k_blocks, float* out) {
+  const int64_t n = k_blocks * out_rows;
   const int64_t grid_cols = grid_cols_of(s);
   for (int64_t i = first_index(); i < n; i += stride()) {
-    const int64_t kb = i / s.rows, r = i % s.rows;
-    out[i] = scale_at(s, grid_cols, r, kb * 128);
+    const int64_t kb = i / out_rows, r = i % out_rows;
+    out[i] = r < s.rows ? scale_at(s, grid_cols, r, kb * 128) : 1.0f;
   }
 }
 
@@ -106,17 +107,17 @@ __global__ void scale_c_kernel(void* c, bool c_bf16, float beta, int64_t n) {
 
 }  // namespace
 
-void launch_row_scales(const ScaleView& s, float* out) {
-  if (s.rows == 0) return;
-  row_scales_kernel<<<blocks_for(s.rows, kThreads), kThreads, 0, stream()>>>(s, out);
+void launch_row_scales(const ScaleView& s, int64_t out_rows, float* out) {
+  if (out_rows == 0) return;
+  row_scales_kernel<<<blocks_for(out_rows, kThreads), kThreads, 0, stream()>>>(s, out_rows, out);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 
-void launch_vec128_scales(const ScaleView& s, float* out) {
+void launch_vec128_scales(const ScaleView& s, int64_t out_rows, float* out) {
   const int64_t k_blocks = (s.k + 127) / 128;
-  if (s.rows == 0 || k_blocks == 0) return;
-  vec128_scales_kernel<<<blocks_for(k_blocks * s.rows, kThreads), kThreads, 0, stream()>>>(
-      s, k_blocks, out);
+  if (out_rows == 0 || k_blocks == 0) return;
+  vec128_scales_kernel<<<blocks_for(k_blocks * out_rows, kThreads), kThreads, 0, stream()>>>(
+      s, out_rows, k_blocks, out);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 

@@ -21,16 +21,20 @@ struct ScaleView {
   int64_t rows, k;
 };
 
-// out[r] = scale_inv of row r, for r < rows. Precondition: grid.block_cols == 0 (the
-// grid does not split K: per tensor, per row, or per block of rows).
-void launch_row_scales(const ScaleView& s, float* out);
+// out[r] = scale_inv of row r for r < s.rows, and 1 for the padding rows up to out_rows
+// (>= s.rows). Precondition: grid.block_cols == 0 (the grid does not split K: per
+// tensor, per row, or per block of rows).
+void launch_row_scales(const ScaleView& s, int64_t out_rows, float* out);
 
-// cuBLASLt's VEC128_32F layout: out[(c / 128) * rows + r] = scale_inv(r, c), the
-// outer (row) index contiguous. Precondition: grid is {1, 128}, f32.
-void launch_vec128_scales(const ScaleView& s, float* out);
+// cuBLASLt's VEC128_32F layout for out_rows (>= s.rows, a multiple of 4) rows:
+// out[(c / 128) * out_rows + r] = scale_inv(r, c), 1 for the padding rows; the row index
+// contiguous ("M-major, M x L" in the cuBLAS documentation). Precondition: grid is
+// {1, 128}, f32.
+void launch_vec128_scales(const ScaleView& s, int64_t out_rows, float* out);
 
 // cuBLASLt's BLK128x128_32F layout: out[(r / 128) * l4 + c / 128] = scale_inv(r, c),
-// the K block index contiguous and padded with zeros to l4 = ceil(ceil(k / 128) / 4) * 4.
+// the K block index contiguous and padded with zeros to l4 = ceil(ceil(k / 128) / 4) * 4
+// ("K-major, L4 x ceil(rows / 128)" in the cuBLAS documentation).
 // Precondition: grid is {128, 128}, f32.
 void launch_blk128_scales(const ScaleView& s, float* out);
 
