@@ -80,6 +80,12 @@ grep -E "tests passed|Not Run|Skipped|Failed" "$out/ctest-gpu.log" | tail -n 20 
 if grep -q "Skipped" "$out/ctest-gpu.log"; then
   note "WARNING: some GPU tests were skipped (see ctest-gpu.log)"
 fi
+# The FP8 GEMM tests once more with every scale grid through the exact emulation
+# (dequantize, then a bf16/f32 GEMM) instead of cuBLASLt's scaled kernels: a cross-check
+# of both paths, and the fallback OCTET_CUDA_FP8_EMULATE=1 offers where cuBLASLt refuses one.
+step "fp8 gemm, emulated" gtest-fp8-emulated.log env OCTET_CUDA_FP8_EMULATE=1 \
+  "$build/tests/octet_tests" --gtest_filter='*ScaledGemmOnDevice*/cuda:*GemmOnDevice.Fp8*/cuda'
+[[ $rc -ne 0 ]] && status=1 && note "FAIL: FP8 GEMM tests through the emulation failed (gtest-fp8-emulated.log)"
 step "ctest -L cpu" ctest-cpu.log ctest --test-dir "$build" -L cpu -j "$jobs" --output-on-failure \
   --output-junit "$out/ctest-cpu.xml"
 [[ $rc -ne 0 ]] && status=1 && note "FAIL: CPU tests failed (ctest-cpu.log)"
