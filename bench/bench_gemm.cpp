@@ -257,17 +257,10 @@ int run(const cli::Args& args) {
   std::vector<std::pair<long long, std::vector<ModeRow>>> mode_rows;
   for (long long n : sizes) {
     std::vector<Row> rows;
-    try {
+    {
       const Operands o = make_operands(device, n);
       rows = time_size(device, o, n, reps, engine);
       mode_rows.emplace_back(n, time_modes(device, o, n, reps));
-    } catch (const Error& e) {
-      if (!device.is_cuda()) throw;
-      std::fprintf(stderr,
-                   "octet bench gemm: the CUDA GEMMs arrive with the CUDA GEMM work; "
-                   "here kernels::gemm says: %s\n",
-                   e.what());
-      return 1;
     }
     const Row *f32 = find(rows, "f32", ""), *bf16 = find(rows, "bf16", ""),
               *fp8 = find(rows, "e4m3", ""), *blas = find(rows, "f32", "openblas");
@@ -344,8 +337,13 @@ int run(const cli::Args& args) {
 }  // namespace
 
 int bench_gemm_main(const std::vector<std::string>& args) {
-  const cli::Args parsed("bench gemm", args,
-                         {"device", "sizes", "json", "threads", "reps", "impl"});
+  const cli::Args parsed(
+      "bench gemm", args,
+      {"device", "sizes", "json", "threads", "reps", "impl", "max-size", "suite"});
+  if (device_from_name(parsed.get("device", "cpu")).is_cuda()) return bench_gemm_cuda(parsed);
+  OCTET_CHECK(
+      !parsed.has("max-size") && !parsed.has("suite"), "bench gemm",
+      "--max-size and --suite apply to --device cuda; on the CPU choose sizes with --sizes");
   return run(parsed);
 }
 

@@ -36,10 +36,10 @@ commands:
 
   bench gemm    time the GEMMs and FP8 conversions of one device
                   --device cpu|cuda   (default cpu)
-                  --sizes 256,512,... square sizes (default 256..4096)
+                  --sizes 256,512,... square sizes (default 256..4096; cuda 1024..16384)
                   --json FILE         also write one JSON record per row
                   --threads N         CPU threads (default: all cores)
-                  --reps N            timed calls per cell, at least (default 10)
+                  --reps N            timed calls (cpu) or batches (cuda) per cell (default 10 / 5)
                   --impl auto|onednn|reference   CPU GEMM engine (default auto)
   bench attention   time causal GQA attention forward, backward and both (TFLOP/s)
                   --device cuda|cpu   (default cuda)
@@ -61,6 +61,10 @@ commands:
                   --input bf16|f32 --fp8 e4m3|e5m2   (default bf16 -> e4m3)
                   --counts            also count saturated and flushed values
                   --json FILE --reps N
+                  --max-size N        cuda: leave out square sizes above N
+                  --suite square,llama,te   cuda: squares, LLaMA-2 7B/13B linear layers
+                                      (fprop, dgrad, wgrad at 4k and 16k tokens), Transformer
+                                      Engine's H200 layer (default all three)
 
   tokenize --train   train a SentencePiece tokenizer on text files
                   --input a.txt,b.txt --model-prefix out/tok   (writes out/tok.model)

@@ -41,6 +41,7 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
                             const GemmOptions& options, GemmDims dims);
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
           GemmDims dims);
+size_t gemm_plan_count();
 void convert(const Tensor& src, const Tensor& dst, Overflow overflow);
 void transpose(const Tensor& src, const Tensor& dst);
 void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& options);

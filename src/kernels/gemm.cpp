@@ -98,4 +98,12 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
   OCTET_CUDA_RETURN("gemm", gemm, a, b, c, options, dims);
 }
 
+size_t gemm_cuda_plan_count() {
+#if defined(OCTET_HAVE_CUDA)
+  return cuda::gemm_plan_count();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace octet::kernels

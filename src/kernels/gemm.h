@@ -1,6 +1,6 @@
 // kernels/gemm.h: C = alpha * op(A) op(B) (* FP8 scale_inv factors) + beta * C with
 // fp32 accumulation, on the device of the operands.
-// defines: GemmOptions, gemm, gemm_workspace_bytes
+// defines: GemmOptions, gemm, gemm_workspace_bytes, gemm_cuda_plan_count
 #pragma once
 
 #include <cstddef>
@@ -33,7 +33,10 @@ struct GemmOptions {
   // always accumulates exactly in fp32.
   bool fast_accum = false;
   // Scratch memory (u8) of at least gemm_workspace_bytes(...) on the operands'
-  // device; kernels never allocate. May be empty when that size is 0.
+  // device; kernels never allocate. May be empty when that size is 0. On CUDA that size
+  // includes cuBLASLt's 32 MiB; less works too (down to the part this GEMM's scale
+  // re-layouts, padding or emulation need), with a choice of slower algorithms. One
+  // workspace can serve every GEMM on the stream: it is scratch for the call only.
   Tensor workspace;
 };
 
@@ -47,6 +50,15 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 // FP8 operands must be K-major (trans_a false, trans_b true) with K a multiple of 16.
 // K-splitting scale grids must split K into the same slices for A and B.
 // All tensors must be on one device. Throws octet::Error naming the problem otherwise.
+// On CUDA (cuBLASLt), FP8 operands and C must also start 16-byte aligned (B and C need
+// not when N % 16 != 0: the GEMM then runs on padded copies); MX grids and block grids
+// cuBLASLt cannot take there are emulated exactly, and OCTET_CUDA_FP8_EMULATE=1 sends
+// every FP8 GEMM that way (kernels/cuda/gemm_cuda.cpp).
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options = {});
+
+// CUDA: how many cuBLASLt plans (descriptors and chosen algorithm, one per problem
+// shape, dtypes, layout, scale mode, fast_accum, beta and alignment) this process has
+// made so far; a repeated call reuses its plan. 0 in a build without CUDA.
+size_t gemm_cuda_plan_count();
 
 }  // namespace octet::kernels

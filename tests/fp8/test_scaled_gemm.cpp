@@ -36,8 +36,21 @@ constexpr ScaleGrid kMx{1, 32, true};
 
 constexpr double kU = 0x1p-24;     // unit roundoff of fp32
 constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16 (half an ulp, relative)
-double gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
+double gamma(int64_t n, double u = kU) {
+  return n * u / (1.0 - n * u);
+}
+
+// The unit roundoff of a device's FP8 GEMM accumulation. CPU: fp32 rounded to nearest.
+// CUDA: Hopper's FP8 tensor cores accumulate in e8m13 with truncation (the FP22
+// accumulator DeepSeek-V3 and PyTorch's float8 work measured) between cuBLASLt's fp32
+// promotions (per 128 K slice under block scaling; not documented otherwise, and never
+// with fast accumulation): 2^-13 bounds every step. The emulated grids (MX; block grids on
+// shapes cuBLASLt's scale layouts do not fit) dequantize into bf16 exactly or into f32
+// (one rounding per operand) and accumulate in fp32 (bf16 tensor cores truncate: 2^-23):
+// at most gamma_{K+3}(2^-23), below gamma_{L+S+4}(2^-13) whenever K <= 2^10 (L + S),
+// which every shape here satisfies.
+double accumulation_unit(Device device) {
+  return device.is_cpu() ? kU : 0x1p-13;
 }
 
 std::string grid_name(ScaleGrid g) {
@@ -182,11 +195,11 @@ std::vector<double> scaled_values(const ScaledOperand& op) {
 // |alpha| sum_k |sa sb a b| + |beta C0|. (Per tensor the CPU folds sa * sb into alpha:
 // alpha * (sa * sb) rounds twice, L = K, S = 1: gamma_{K+5}, the same.) A bf16 C rounds once
 // more, by at most 2^-8 of its magnitude.
-Expected reference(const ScaledGemm& g) {
+Expected reference(const ScaledGemm& g, double u_acc = kU) {
   const int64_t m = g.a.rows, n = g.b.rows, k = g.a.cols;
   const int64_t slice = g.a.grid.block_cols == 0 ? k : std::min(g.a.grid.block_cols, k);
   const int64_t slices = (k + slice - 1) / slice;
-  const double gam = gamma(slice + slices + 4);
+  const double gam = gamma(slice + slices + 4, u_acc);
   // sa(i,k) a_ik and sb(j,k) b_jk are exact in float64 (24 + 4 bits).
   const std::vector<double> sa_a = scaled_values(g.a), sb_b = scaled_values(g.b);
   Expected e{std::vector<double>(m * n), std::vector<double>(m * n)};
@@ -276,6 +289,26 @@ std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g) {
   });
 }
 
+// A device's C against the CPU's: each lies within its bound of the exact result, so they
+// differ by at most the sum of the two bounds.
+void expect_close_to_cpu(const std::vector<double>& got, const std::vector<double>& cpu,
+                         const Expected& device_bound, const Expected& cpu_bound,
+                         const std::string& what) {
+  ASSERT_EQ(got.size(), cpu.size()) << what;
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::abs(got[i] - cpu[i]);
+    const double allowed = std::max(device_bound.bound[i] + cpu_bound.bound[i], 1e-300);
+    const bool same_special = (std::isnan(got[i]) && std::isnan(cpu[i])) || got[i] == cpu[i];
+    const double ratio = same_special ? 0.0 : std::isnan(diff) ? INFINITY : diff / allowed;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << " vs the CPU: element " << worst << " is " << got[worst]
+                              << ", CPU " << cpu[worst] << ", allowed difference "
+                              << device_bound.bound[worst] + cpu_bound.bound[worst];
+}
+
 // The CPU runs every case on each engine (the reference always, oneDNN where built).
 class EngineGuard {
  public:
@@ -302,8 +335,12 @@ struct Dims {
 };
 // K a multiple of 16 but not of 128 (nor of 32 for 144 and 272: ragged last tiles, blocks and
 // MX blocks), M above and N below one 128-row block, a single element, and an aligned square
-// whose B spans two 128-row blocks.
-constexpr Dims kShapes[] = {{37, 53, 144}, {130, 67, 272}, {1, 1, 16}, {256, 256, 256}};
+// whose B spans two 128-row blocks. On CUDA the first three take the emulation for block
+// grids (M not a multiple of 4); the last three run cuBLASLt's block-scaled kernels:
+// 132 x 260 with 3 K blocks (the 128x128 scales padded to 4 per row of blocks, B and C
+// padded to N = 272) and 256 x 384 with 4 K blocks over many thread blocks.
+constexpr Dims kShapes[] = {{37, 53, 144},   {130, 67, 272},  {1, 1, 16},
+                            {256, 256, 256}, {132, 260, 272}, {256, 384, 400}};
 constexpr std::pair<DType, DType> kFormatPairs[] = {
     {DType::e4m3, DType::e4m3}, {DType::e4m3, DType::e5m2}, {DType::e5m2, DType::e4m3}};
 constexpr float kAlphaBeta[][2] = {{1.0f, 0.0f}, {-0.5f, 0.25f}, {1.5f, 1.0f}};
@@ -322,7 +359,7 @@ TEST_P(ScaledGemmOnDevice, EveryScaleGridMatchesFloat64WithinGammaOfTheSlices) {
   int variant = 0;
   for (const auto& [ga, gb] : grids) {
     for (const Dims& s : kShapes) {
-      // Four consecutive variants per grid pair: each pair meets all three format pairs, both
+      // Six consecutive variants per grid pair: each pair meets all three format pairs, both
       // C dtypes and all three (alpha, beta) (v % 3, v / 3 % 2 and (v + v / 4) % 3).
       const auto [da, db] = kFormatPairs[variant % 3];
       const DType c = variant / 3 % 2 == 0 ? DType::f32 : DType::bf16;
@@ -330,10 +367,15 @@ TEST_P(ScaledGemmOnDevice, EveryScaleGridMatchesFloat64WithinGammaOfTheSlices) {
       ++variant;
       ScaledGemm g{random_operand(da, s.m, s.k, ga, rng), random_operand(db, s.n, s.k, gb, rng),
                    random_c(c, s.m, s.n, rng), ab[0], ab[1]};
-      const Expected e = reference(g);
+      const Expected e = reference(g, accumulation_unit(device));
+      std::vector<double> got;
       for_each_engine(device, [&](const char* engine) {
-        expect_within_bound(run_kernel_gemm(device, g), e, g.describe() + " engine=" + engine);
+        got = run_kernel_gemm(device, g);
+        expect_within_bound(got, e, g.describe() + " engine=" + engine);
       });
+      if (!device.is_cpu()) {
+        expect_close_to_cpu(got, run_kernel_gemm(Device::cpu(), g), e, reference(g), g.describe());
+      }
     }
   }
 }
@@ -381,28 +423,32 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
       const ScaledOperand *ha, *hb;
       DType c;
       float alpha, beta;
+      bool fast_accum;
     };
     const LayerGemm gemms[] = {
-        // forward Y = X Wᵀ: both as stored; bf16 out as the forward pass writes it
+        // forward Y = X Wᵀ: both as stored; bf16 out as the forward pass writes it, with
+        // fast accumulation as nn::Linear asks for it
         {"forward", fp8::as_stored(x.q), fp8::as_stored(w.q), &x.data, &w.data, DType::bf16, 1.0f,
-         0.0f},
+         0.0f, true},
         // dgrad dX = dY W: W's transposed copy [Kin, Nout]
         {"dgrad", fp8::as_stored(dy.q), fp8::as_transposed(w.q), &dy.data, &w.data_t, DType::bf16,
-         1.0f, 0.0f},
+         1.0f, 0.0f, false},
         // wgrad dW += dYᵀ X: both transposed copies, accumulating into an f32 gradient
         {"wgrad", fp8::as_transposed(dy.q), fp8::as_transposed(x.q), &dy.data_t, &x.data_t,
-         DType::f32, 0.5f, 1.0f},
+         DType::f32, 0.5f, 1.0f, false},
     };
     for (const LayerGemm& lg : gemms) {
       ScaledGemm g{*lg.ha, *lg.hb, random_c(lg.c, lg.ha->rows, lg.hb->rows, rng), lg.alpha,
                    lg.beta};
-      const Expected e = reference(g);
+      const Expected e = reference(g, accumulation_unit(device));
       fp8::Fp8GemmOptions o;
       o.alpha = lg.alpha;
       o.beta = lg.beta;
+      o.fast_accum = lg.fast_accum;
+      std::vector<double> got;
       for_each_engine(device, [&](const char* engine) {
         Buffer workspace;
-        const std::vector<double> got = run_into_c(device, g.c0, [&](const Tensor& c) {
+        got = run_into_c(device, g.c0, [&](const Tensor& c) {
           const size_t bytes = fp8::gemm_workspace_bytes(lg.a, lg.b, c, o);
           fp8::Fp8GemmOptions with = o;
           if (bytes > 0) {
@@ -414,6 +460,10 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
         expect_within_bound(
             got, e, std::string(name) + " " + lg.what + " " + g.describe() + " engine=" + engine);
       });
+      if (!device.is_cpu()) {
+        expect_close_to_cpu(got, run_kernel_gemm(Device::cpu(), g), e, reference(g),
+                            std::string(name) + " " + lg.what + " " + g.describe());
+      }
     }
   }
 }

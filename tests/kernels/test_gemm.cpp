@@ -2,6 +2,7 @@
 // reference on fresh random inputs, on every device and every CPU engine, and its errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -23,8 +24,22 @@ using kernels::cpu::GemmImpl;
 
 constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (round to nearest)
 constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16: half an ulp, relative
-double gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
+// gamma_n = n u / (1 - n u) (Higham (3.5)) for a unit roundoff u.
+double gamma(int64_t n, double u = kU) {
+  return n * u / (1.0 - n * u);
+}
+
+// The unit roundoff of the accumulation a device's GEMM of these operands performs.
+// CPU: fp32 rounded to nearest, 2^-24. CUDA (cuBLASLt on Hopper): f32 operands run on the
+// FMA units, rounded to nearest: 2^-24. bf16 operands run on tensor cores, whose fp32
+// adders align the addends and truncate (Fasi, Higham, Mikaitis, Pranesh, "Numerical
+// behavior of NVIDIA tensor cores", 2021): under one ulp, 2^-23. FP8 operands run on
+// Hopper's FP8 tensor cores, which accumulate in e8m13 with truncation (the FP22
+// accumulator DeepSeek-V3 and PyTorch's float8 work measured) between cuBLASLt's fp32
+// promotions, and with fast accumulation for the whole of K: 2^-13 bounds every step.
+double accumulation_unit(Device device, DType operands) {
+  if (device.is_cpu() || operands == DType::f32) return kU;
+  return operands == DType::bf16 ? 0x1p-23 : 0x1p-13;
 }
 
 // A matrix on the host: its encoding and the exact value of every element.
@@ -110,7 +125,7 @@ struct Expected {
   std::vector<double> value, bound;
 };
 
-Expected reference(const Problem& p) {
+Expected reference(const Problem& p, double u_acc = kU) {
   const int64_t m = p.c0.rows, n = p.c0.cols, k = p.trans_a ? p.a.rows : p.a.cols;
   const double scale =
       double{p.alpha} * p.a_scale_inv.value_or(1.0f) * p.b_scale_inv.value_or(1.0f);
@@ -120,8 +135,9 @@ Expected reference(const Problem& p) {
   // bf16/FP8 values are exact in fp32). The epilogue rounds alpha * a_scale_inv *
   // b_scale_inv (2), alpha * acc (1), beta * C (1) and the add (1), and
   // gamma_a + gamma_b + gamma_a gamma_b <= gamma_{a+b} folds them in: gamma_{K+5}.
-  // A bf16 C rounds once more, by at most 2^-8 of its magnitude (half an ulp).
-  const double g = gamma(k + 5);
+  // A bf16 C rounds once more, by at most 2^-8 of its magnitude (half an ulp). On devices
+  // whose accumulation rounds coarser (u_acc > 2^-24) every rounding is counted at u_acc.
+  const double g = gamma(k + 5, u_acc);
   const bool bf16_out = p.c0.dtype == DType::bf16;
   Expected e{std::vector<double>(m * n), std::vector<double>(m * n)};
   for (int64_t i = 0; i < m; ++i) {
@@ -220,13 +236,39 @@ std::vector<std::optional<GemmImpl>> engines(Device device) {
   return e;
 }
 
+// A device's C against the CPU's: each lies within its bound of the exact result, so
+// they differ by at most the sum of the two bounds.
+void expect_close_to_cpu(const std::vector<double>& got, const std::vector<double>& cpu,
+                         const Expected& device_bound, const Expected& cpu_bound,
+                         const std::string& what) {
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::abs(got[i] - cpu[i]);
+    const double allowed = std::max(device_bound.bound[i] + cpu_bound.bound[i], 1e-300);
+    // NaN and infinities must agree exactly (both NaN, or the same infinity).
+    const bool same_special = (std::isnan(got[i]) && std::isnan(cpu[i])) || got[i] == cpu[i];
+    const double ratio = same_special ? 0.0 : std::isnan(diff) ? INFINITY : diff / allowed;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << " vs the CPU: element " << worst << " is " << got[worst]
+                              << ", CPU " << cpu[worst] << ", allowed difference "
+                              << device_bound.bound[worst] + cpu_bound.bound[worst];
+}
+
 void check_on_all_engines(Device device, const Problem& p, size_t workspace_offset = 0) {
-  const Expected expected = reference(p);
+  const Expected expected = reference(p, accumulation_unit(device, p.a.dtype));
   EngineGuard guard;
+  std::vector<double> got;
   for (const auto& engine : engines(device)) {
     if (engine) kernels::cpu::set_gemm_impl(*engine);
     const char* name = engine ? kernels::cpu::gemm_impl_name(*engine) : "device";
-    expect_within_bound(run_gemm(device, p, workspace_offset), expected, describe(p, name));
+    got = run_gemm(device, p, workspace_offset);
+    expect_within_bound(got, expected, describe(p, name));
+  }
+  if (!device.is_cpu()) {
+    expect_close_to_cpu(got, run_gemm(Device::cpu(), p), expected, reference(p),
+                        describe(p, "device"));
   }
 }
 
@@ -241,8 +283,10 @@ TEST_P(GemmOnDevice, F32AndBf16MatchFloat64WithinGammaK) {
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   // Odd and even shapes, K of any size; some span several cache blocks of the reference.
-  const Dims shapes[] = {{1, 1, 1},      {7, 13, 3},    {64, 48, 17},
-                         {129, 67, 100}, {5, 130, 300}, {100, 260, 150}};
+  // Odd sizes everywhere (leading dimensions of any alignment), and on CUDA shapes that
+  // span many thread blocks of cuBLASLt's kernels.
+  const Dims shapes[] = {{1, 1, 1},     {7, 13, 3},      {64, 48, 17},    {129, 67, 100},
+                         {5, 130, 300}, {100, 260, 150}, {301, 333, 129}, {3, 517, 1}};
   const float alpha_beta[][2] = {{1.0f, 0.0f}, {-0.75f, 0.5f}, {1.5f, 1.0f}};
   const std::pair<DType, DType> dtypes[] = {
       {DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::bf16, DType::bf16}};
@@ -263,7 +307,10 @@ TEST_P(GemmOnDevice, Fp8MatchesFloat64WithinGammaK) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  const Dims shapes[] = {{1, 1, 16}, {7, 13, 32}, {64, 48, 80}, {129, 67, 144}, {256, 256, 256}};
+  // N of any size (on CUDA, N % 16 != 0 runs on copies of B and C padded to a multiple of
+  // 16 rows and columns), and on CUDA shapes of many thread blocks.
+  const Dims shapes[] = {{1, 1, 16},      {7, 13, 32},     {64, 48, 80},   {129, 67, 144},
+                         {256, 256, 256}, {520, 130, 160}, {96, 256, 1024}};
   const std::pair<DType, DType> pairs[] = {
       {DType::e4m3, DType::e4m3}, {DType::e4m3, DType::e5m2}, {DType::e5m2, DType::e4m3}};
   int variant = 0;
@@ -399,6 +446,66 @@ TEST(GemmWorkspace, OnlyFp8NeedsOneOnTheCpu) {
   const size_t bytes = kernels::gemm_workspace_bytes(a8, b8, m.make(DType::bf16, {300, 20}), {});
   EXPECT_GE(bytes, (300u + 20u) * 64u * 2u);
   EXPECT_LE(bytes, (300u + 20u) * 64u * 2u + 3 * 64u);  // plus alignment slack only
+}
+
+// ---- CUDA only: the plan cache and the refusals that happen after dispatch ----
+
+TEST(CudaGemmPlans, ASecondCallWithTheSameShapeReusesItsPlan) {
+  const Device cuda = Device::cuda(0);
+  OCTET_SKIP_WITHOUT(cuda);
+  testing::Rng rng(testing::fresh_seed());
+  const Problem p =
+      make_problem(DType::bf16, DType::bf16, DType::f32, 37, 45, 64, false, true, 1, 0, rng);
+  run_gemm(cuda, p);
+  const size_t after_first = kernels::gemm_cuda_plan_count();
+  EXPECT_GE(after_first, 1u);
+  // New buffers of the same shape (cudaMalloc aligns them alike): the same plan.
+  run_gemm(cuda, p);
+  run_gemm(cuda, p);
+  EXPECT_EQ(kernels::gemm_cuda_plan_count(), after_first);
+  // Another shape, and the same shape with beta != 0, are other problems.
+  run_gemm(cuda,
+           make_problem(DType::bf16, DType::bf16, DType::f32, 38, 45, 64, false, true, 1, 0, rng));
+  EXPECT_EQ(kernels::gemm_cuda_plan_count(), after_first + 1);
+  run_gemm(cuda, make_problem(DType::bf16, DType::bf16, DType::f32, 37, 45, 64, false, true, 1,
+                              0.5f, rng));
+  EXPECT_EQ(kernels::gemm_cuda_plan_count(), after_first + 2);
+}
+
+TEST(CudaGemmErrors, MisalignedFp8OperandsAndAShortWorkspaceAreRefused) {
+  const Device cuda = Device::cuda(0);
+  OCTET_SKIP_WITHOUT(cuda);
+  const int64_t m = 8, n = 16, k = 64;
+  Buffer a_buf(cuda, m * k + 16), b_buf(cuda, n * k), c_buf(cuda, m * n * 4);
+  Buffer scales(cuda, 256), workspace(cuda, 1 << 20);
+  zero_bytes(a_buf.data(), cuda, a_buf.bytes());
+  zero_bytes(b_buf.data(), cuda, b_buf.bytes());
+  zero_bytes(scales.data(), cuda, scales.bytes());
+  const Tensor b = b_buf.view(DType::e4m3, {n, k}), c = c_buf.view(DType::f32, {m, n});
+  GemmOptions o;
+  o.workspace = workspace.view(DType::u8, {1 << 20});
+  // A starting 8 bytes into its buffer: cuBLASLt's FP8 kernels need 16-byte alignment.
+  const Tensor a_odd = a_buf.view(DType::e4m3, {m, k}, 8);
+  expect_gemm_error([&] { kernels::gemm(a_odd, b, c, o); },
+                    "FP8 GEMMs on CUDA need A 16-byte aligned");
+  // MX is emulated: both operands are dequantized into the workspace, which must hold them.
+  const Tensor a = a_buf.view(DType::e4m3, {m, k});
+  GemmOptions mx;
+  mx.a_grid = mx.b_grid = kernels::ScaleGrid{1, 32, true};
+  mx.a_scale_inv = scales.view(DType::e8m0, {m, k / 32});
+  mx.b_scale_inv = scales.view(DType::e8m0, {n, k / 32}, 64);
+  const size_t needed = kernels::gemm_workspace_bytes(a, b, c, mx);
+  EXPECT_GE(needed, static_cast<size_t>((m + n) * k * 2));  // both operands as bf16
+  mx.workspace = workspace.view(DType::u8, {100});
+  expect_gemm_error([&] { kernels::gemm(a, b, c, mx); }, "this CUDA GEMM needs a workspace of");
+  // With the size gemm_workspace_bytes asks for it runs (zeros in, zeros out).
+  Buffer enough(cuda, needed);
+  mx.workspace = enough.view(DType::u8, {static_cast<int64_t>(needed)});
+  kernels::gemm(a, b, c, mx);
+  std::vector<float> out(m * n, 1.0f);
+  copy_bytes(out.data(), Device::cpu(), c.data, cuda, out.size() * 4);
+  EXPECT_EQ(*std::max_element(out.begin(), out.end()), 0.0f);
+  EXPECT_EQ(*std::min_element(out.begin(), out.end()), 0.0f);
 }
 
 TEST(CpuGemmEngine, AnEngineThisBuildLacksIsRefused) {

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh OUTDIR: everything a machine with a GPU can check, in one run:
+# configures and builds octet with CUDA in its own build folder (Release, ninja), runs the
+# GPU tests (ctest -L gpu) and the CPU tests (ctest -L cpu), then the GPU benchmarks
+# (octet bench gemm --device cuda, and the octet/torch comparison), writing every log and
+# JSON file into OUTDIR, with a summary in OUTDIR/summary.txt. Exits non-zero if the build,
+# a GPU test or a CPU test fails, or if no GPU is visible (the GPU tests would only be
+# skipped); benchmark failures are reported as warnings.
+#
+# Needs no network and no system packages beyond CUDA, CMake, Ninja and a compiler: GoogleTest
+# is built from /usr/src/googletest when find_package(GTest) finds none (tests/CMakeLists.txt).
+# Environment: OCTET_GPU_BUILD_DIR (default build-gpu), OCTET_GPU_JOBS (default nproc),
+# OCTET_BENCH_MAX_SIZE (default 16384), PYTHON (default python3).
+set -uo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+out=$1
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${OCTET_GPU_BUILD_DIR:-$root/build-gpu}
+jobs=${OCTET_GPU_JOBS:-$(nproc)}
+max_size=${OCTET_BENCH_MAX_SIZE:-16384}
+python=${PYTHON:-python3}
+summary=$out/summary.txt
+: >"$summary"
+status=0
+
+note() { echo "$*" | tee -a "$summary"; }
+# step NAME LOG CMD...: runs CMD with its output in OUTDIR/LOG, notes how it ended, and
+# leaves its exit code in $rc.
+step() {
+  local name=$1 log=$2
+  shift 2
+  local start=$SECONDS
+  echo "== $name (log: $out/$log)"
+  "$@" >"$out/$log" 2>&1
+  rc=$?
+  note "$(printf '%-28s exit %3d  %5ds  %s' "$name" "$rc" $((SECONDS - start)) "$log")"
+}
+
+note "octet gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+{ nvidia-smi || echo "nvidia-smi failed"; nvcc --version || echo "no nvcc on PATH"; } >"$out/machine.txt" 2>&1
+
+# ---- build ----
+# The Python oracle tests run with the repository's venv where scripts/setup.sh made one,
+# else with the system python (they report "skipped" when a reference package is missing).
+venv_python=$root/.venv/bin/python
+[[ -x $venv_python ]] || venv_python=$(command -v "$python" || echo "$venv_python")
+step configure configure.log cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DOCTET_CUDA=ON -DOCTET_PYTHON="$venv_python"
+if [[ $rc -ne 0 ]]; then
+  note "FAIL: configure failed"
+  exit 1
+fi
+if ! grep -q "octet: CUDA=ON" "$out/configure.log"; then
+  note "FAIL: CMake found no CUDA compiler (see configure.log): put nvcc on PATH or set CUDACXX"
+  exit 1
+fi
+step build build.log cmake --build "$build" -j "$jobs"
+if [[ $rc -ne 0 ]]; then
+  note "FAIL: build failed (tail of build.log below)"
+  tail -n 40 "$out/build.log" | tee -a "$summary"
+  exit 1
+fi
+"$build/octet" --version | tee -a "$summary"
+if ! "$build/octet" --version | grep -Eq "CUDA built in, [1-9][0-9]* GPU"; then
+  note "FAIL: no GPU visible to octet: the GPU tests would only be skipped"
+  exit 1
+fi
+
+# ---- tests ----
+step "ctest -L gpu" ctest-gpu.log ctest --test-dir "$build" -L gpu --output-on-failure \
+  --output-junit "$out/ctest-gpu.xml"
+[[ $rc -ne 0 ]] && status=1 && note "FAIL: GPU tests failed (ctest-gpu.log)"
+grep -E "tests passed|Not Run|Skipped|Failed" "$out/ctest-gpu.log" | tail -n 20 >>"$summary"
+if grep -q "Skipped" "$out/ctest-gpu.log"; then
+  note "WARNING: some GPU tests were skipped (see ctest-gpu.log)"
+fi
+# The FP8 GEMM tests once more with every scale grid through the exact emulation
+# (dequantize, then a bf16/f32 GEMM) instead of cuBLASLt's scaled kernels: a cross-check
+# of both paths, and the fallback OCTET_CUDA_FP8_EMULATE=1 offers where cuBLASLt refuses one.
+step "fp8 gemm, emulated" gtest-fp8-emulated.log env OCTET_CUDA_FP8_EMULATE=1 \
+  "$build/tests/octet_tests" --gtest_filter='*ScaledGemmOnDevice*/cuda:*GemmOnDevice.Fp8*/cuda'
+[[ $rc -ne 0 ]] && status=1 && note "FAIL: FP8 GEMM tests through the emulation failed (gtest-fp8-emulated.log)"
+step "ctest -L cpu" ctest-cpu.log ctest --test-dir "$build" -L cpu -j "$jobs" --output-on-failure \
+  --output-junit "$out/ctest-cpu.xml"
+[[ $rc -ne 0 ]] && status=1 && note "FAIL: CPU tests failed (ctest-cpu.log)"
+grep -E "tests passed" "$out/ctest-cpu.log" >>"$summary"
+
+# ---- benchmarks ----
+step "bench gemm (cuda)" bench-gemm.txt "$build/octet" bench gemm --device cuda \
+  --max-size "$max_size" --json "$out/bench-gemm.jsonl"
+[[ $rc -ne 0 ]] && note "WARNING: octet bench gemm reported failures (bench-gemm.txt)"
+if [[ ! -s $out/bench-gemm.jsonl ]]; then
+  note "skipped: gemm compare (octet bench gemm wrote no JSON)"
+elif command -v "$python" >/dev/null 2>&1; then
+  # Reuses the octet numbers above; torch_gemm.py exits 77 (skipped) without torch.
+  step "gemm compare (torch)" gemm-compare.txt "$python" "$root/bench/gemm_compare.py" \
+    --octet "$build/octet" --octet-json "$out/bench-gemm.jsonl" --json "$out/gemm-compare.json" \
+    --workdir "$out"
+  [[ $rc -ne 0 && $rc -ne 77 ]] && note "WARNING: gemm_compare.py failed (gemm-compare.txt)"
+else
+  note "skipped: gemm compare ($python not found)"
+fi
+# Placeholder: `octet bench step` (a whole training step, bf16 vs fp8) goes here, e.g.
+#   step "bench step (cuda)" bench-step.txt "$build/octet" bench step --device cuda --json "$out/bench-step.jsonl"
+# Placeholder: `octet bench quantize` (the FP8 quantization kernels) goes here, e.g.
+#   step "bench quantize (cuda)" bench-quantize.txt "$build/octet" bench quantize --device cuda --json "$out/bench-quantize.jsonl"
+
+note "gpu-check: $([[ $status -eq 0 ]] && echo PASSED || echo FAILED); logs and JSON in $out"
+exit $status
