@@ -2,7 +2,8 @@
 # scripts/gpu-check.sh OUTDIR: everything a machine with a GPU can check, in one run:
 # configures and builds octet with CUDA in its own build folder (Release, ninja), runs the
 # GPU tests (ctest -L gpu) and the CPU tests (ctest -L cpu), then the GPU benchmarks
-# (octet bench gemm --device cuda, and the octet/torch comparison), writing every log and
+# (bench gemm, quantize, attention and step, each beside torch / Hugging Face where they are
+# installed) and 500 steps of the ~1B model in bf16 and fp8, writing every log and
 # JSON file into OUTDIR, with a summary in OUTDIR/summary.txt. Exits non-zero if the build,
 # a GPU test or a CPU test fails, or if no GPU is visible (the GPU tests would only be
 # skipped); benchmark failures are reported as warnings.
@@ -106,10 +107,49 @@ elif command -v "$python" >/dev/null 2>&1; then
 else
   note "skipped: gemm compare ($python not found)"
 fi
-# Placeholder: `octet bench step` (a whole training step, bf16 vs fp8) goes here, e.g.
-#   step "bench step (cuda)" bench-step.txt "$build/octet" bench step --device cuda --json "$out/bench-step.jsonl"
-# Placeholder: `octet bench quantize` (the FP8 quantization kernels) goes here, e.g.
-#   step "bench quantize (cuda)" bench-quantize.txt "$build/octet" bench quantize --device cuda --json "$out/bench-quantize.jsonl"
+# The FP8 quantization kernels against the card's copy bandwidth.
+step "bench quantize (cuda)" bench-quantize.txt "$build/octet" bench quantize --device cuda \
+  --json "$out/bench-quantize.jsonl"
+[[ $rc -ne 0 ]] && note "WARNING: octet bench quantize reported failures (bench-quantize.txt)"
+# Causal GQA attention, ours beside torch's scaled_dot_product_attention.
+step "bench attention (cuda)" bench-attention.txt "$build/octet" bench attention --device cuda \
+  --json "$out/bench-attention.jsonl"
+[[ $rc -ne 0 ]] && note "WARNING: octet bench attention reported failures (bench-attention.txt)"
+if [[ -s $out/bench-attention.jsonl ]]; then
+  step "attention compare (torch)" attention-compare.txt "$python" "$root/bench/torch_attention.py" \
+    --ours "$out/bench-attention.jsonl" --json "$out/attention-compare.jsonl"
+  [[ $rc -ne 0 && $rc -ne 77 ]] && note "WARNING: torch_attention.py failed (attention-compare.txt)"
+fi
+# Whole training steps, bf16 vs fp8, beside Hugging Face's LlamaForCausalLM where torch and
+# transformers are installed: the ~1B model at seq 2048 and the 7B shape with 8 layers.
+export OCTET_BUILD_DIR=$build
+step "step compare 1b" step-1b.txt "$python" "$root/bench/step_compare.py" --octet "$build/octet" \
+  --model 1b --batch 4 --seq 2048 --recipe tensor-current,tensor-delayed --check
+[[ $rc -ne 0 ]] && note "WARNING: the 1b step comparison missed a target or failed (step-1b.txt)"
+step "step compare 7b x8 layers" step-7b.txt "$python" "$root/bench/step_compare.py" \
+  --octet "$build/octet" --model 7b --layers 8 --batch 2 --seq 4096 --check
+[[ $rc -ne 0 ]] && note "WARNING: the 7b-shaped step comparison missed a target or failed (step-7b.txt)"
+step "bench step sweep" bench-step-sweep.txt "$build/octet" bench step --device cuda --sweep \
+  --warmup 2 --steps 5
+[[ $rc -ne 0 ]] && note "WARNING: octet bench step --sweep reported failures (bench-step-sweep.txt)"
+# 500 steps of the ~1B model on the synthetic corpus in bf16 and fp8: the final validation
+# losses must end within 1% of each other (issue 6).
+for precision in bf16 fp8; do
+  step "train 1b $precision x500" "train-1b-$precision.txt" "$build/octet" train --device cuda \
+    --model 1b --precision "$precision" --batch 4 --seq-len 2048 --steps 500 --warmup 50 \
+    --train-tokens 8388608 \
+    --lr 3e-4 --eval-every 100 --log-every 50 --metrics "$out/train-1b-$precision.jsonl"
+  [[ $rc -ne 0 ]] && status=1 && note "FAIL: octet train 1b $precision failed (train-1b-$precision.txt)"
+done
+if [[ -s $out/train-1b-bf16.jsonl && -s $out/train-1b-fp8.jsonl ]]; then
+  "$python" - "$out/train-1b-bf16.jsonl" "$out/train-1b-fp8.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+last = [[json.loads(l) for l in open(p) if '"val_loss"' in l][-1]["val_loss"] for p in sys.argv[1:]]
+gap = abs(last[1] - last[0]) / last[0]
+print(f"1b x500 val_loss: bf16 {last[0]:.4f}, fp8 {last[1]:.4f}, gap {100 * gap:.2f}% "
+      f"({'within' if gap <= 0.01 else 'NOT within'} 1%)")
+PY
+fi
 
 note "gpu-check: $([[ $status -eq 0 ]] && echo PASSED || echo FAILED); logs and JSON in $out"
 exit $status

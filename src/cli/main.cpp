@@ -21,7 +21,8 @@ constexpr const char* kUsage = R"(octet: FP8 mixed-precision training for LLaMA-
 usage: octet <command> [flags]
 
 commands:
-  train         train a LLaMA model (CPU now; see docs)
+  train         train a LLaMA model
+                  --device cpu|cuda|cuda:N               (default cpu)
                   --model tiny|small|1b|7b|config.json   (default tiny)
                   --precision fp32|bf16|fp8              (default bf16)
                   --fp8-recipe tensor-current|tensor-delayed|row|block|mx[:e4m3]
@@ -30,6 +31,9 @@ commands:
                   --batch N --seq-len N --grad-accum N --steps N --lr X --warmup N
                   --weight-decay X --grad-clip X --seed N
                   --eval-every N --eval-batches N --checkpoint-every N
+                  --log-every N   progress/metrics read-back (default 1; cuda: 10, as a
+                                  read waits for the GPU)
+                  --train-tokens N --val-tokens N   (synthetic corpus sizes)
                   --out DIR --resume --metrics FILE.jsonl --quiet
   sample        generate tokens from a checkpoint
                   --checkpoint DIR --prompt 1,2,3 --tokens N --temperature X (0: greedy)

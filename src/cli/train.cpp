@@ -61,7 +61,8 @@ int train_main(const std::vector<std::string>& argv) {
   c.eval_every = args.get_int("eval-every", c.eval_every);
   c.eval_batches = args.get_int("eval-batches", c.eval_batches);
   c.checkpoint_every = args.get_int("checkpoint-every", c.checkpoint_every);
-  c.log_every = args.get_int("log-every", c.log_every);
+  // On a GPU every progress line waits for the device: by default one every 10 steps.
+  c.log_every = args.get_int("log-every", c.device == "cpu" ? c.log_every : 10);
   c.out_dir = args.get("out", "");
   c.metrics = args.get("metrics", "");
   c.resume = args.has("resume");
