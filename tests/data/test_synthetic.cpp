@@ -150,7 +150,10 @@ TEST(SyntheticMarkov, EntropyRateMatchesMonteCarloWithin5StandardErrors) {
     const double mean = sum / kBatches;
     const double var = (sum_sq / kBatches - mean * mean) * kBatches / (kBatches - 1);
     const double se = std::sqrt(var / kBatches);
-    EXPECT_LT(se, 0.005);  // the estimate is precise enough to mean something
+    // The estimate is precise enough to mean something: 0.01 nats is under 1% of the
+    // ~1.2 nats these chains produce. (Some seeds give chains whose per-token losses vary
+    // more: a 0.005 bound failed about once in a few hundred seeds, at se = 0.0075.)
+    EXPECT_LT(se, 0.01);
     EXPECT_NEAR(mean, source.entropy_rate_nats(), 5 * se)
         << "Monte Carlo " << mean << " +- " << se << ", exact " << source.entropy_rate_nats();
   }
