@@ -4,7 +4,6 @@
 // backward 2.5x that: five products), on LLaMA-like shapes. bench/torch_attention.py
 // times torch's scaled_dot_product_attention on the same shapes and reads our --json.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli/args.h"
 #include "core/buffer.h"
 #include "core/convert.h"
@@ -62,31 +62,10 @@ std::vector<Shape5> parse_shapes(const std::string& text) {
   return shapes;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // The median of at least `reps` calls (more for short ones, up to ~0.2 s of them) after
 // a warm-up of at least 0.25 s, each call synchronised.
 double median_seconds(const std::function<void()>& fn, int reps) {
-  int warm_calls = 0;
-  const auto warm_start = std::chrono::steady_clock::now();
-  do {
-    fn();
-    cuda_synchronize();
-    ++warm_calls;
-  } while (seconds_since(warm_start) < 0.25);
-  const double per_call = seconds_since(warm_start) / warm_calls;
-  const int calls = std::max(reps, std::min(100, static_cast<int>(0.2 / per_call)));
-  std::vector<double> times;
-  for (int r = 0; r < calls; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    cuda_synchronize();
-    times.push_back(seconds_since(start));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_call_seconds(fn, reps, 100, 0.2);
 }
 
 // A device tensor of uniform values in [-1, 1) (bf16: the rounded values).

@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli/args.h"
 #include "convert_bench.h"
 #include "core/buffer.h"
@@ -32,34 +32,13 @@
 namespace octet::bench {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // One timed configuration: the median of at least `reps` calls (more for short
 // calls, up to ~0.1 s of them) after a warm-up of at least 0.25 s. The long
 // warm-up matters on small machines: OpenBLAS' threads spin for ~0.1 s after
 // each call (and at start-up), and OpenMP's after theirs, stealing the cores
 // from whatever runs next.
 double median_seconds(const std::function<void()>& fn, int reps) {
-  int warm_calls = 0;
-  const auto warm_start = std::chrono::steady_clock::now();
-  do {
-    fn();
-    cuda_synchronize();
-    ++warm_calls;
-  } while (seconds_since(warm_start) < 0.25);
-  const double per_call = seconds_since(warm_start) / warm_calls;
-  const int calls = std::max(reps, std::min(200, static_cast<int>(0.1 / per_call)));
-  std::vector<double> times;
-  for (int r = 0; r < calls; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    fn();
-    cuda_synchronize();
-    times.push_back(seconds_since(start));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_call_seconds(fn, reps, 200, 0.1);
 }
 
 struct Row {

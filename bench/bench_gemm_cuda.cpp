@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
@@ -28,10 +29,6 @@ namespace octet::bench {
 namespace {
 
 constexpr const char* kOp = "bench gemm";
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Seconds per call of fn: the median over `reps` batches, each enough back-to-back calls
 // for ~20 ms and timed between two cuda_synchronize(), after ~0.2 s of warm-up (which also
@@ -347,14 +344,6 @@ std::string json_record(Device device, const GemmShape& s, const char* dtype, DT
   return os.str();
 }
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> parts;
-  std::stringstream ss(list);
-  for (std::string part; std::getline(ss, part, ',');)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
 }  // namespace
 
 int bench_gemm_cuda(const cli::Args& args) {
@@ -372,7 +361,7 @@ int bench_gemm_cuda(const cli::Args& args) {
                 "sizes must be multiples of 16 (FP8 needs K % 16 == 0), got ", n);
   const int reps = static_cast<int>(args.get_int("reps", 5));
   OCTET_CHECK(reps >= 1, kOp, "--reps must be at least 1, got ", reps);
-  const std::vector<std::string> suites = split(args.get("suite", "square,llama,te"));
+  const std::vector<std::string> suites = cli::split_commas(args.get("suite", "square,llama,te"));
   for (const std::string& s : suites)
     OCTET_CHECK(s == "square" || s == "llama" || s == "te", kOp,
                 "--suite takes square, llama and te (comma-separated), got '", s, "'");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli/args.h"
 #include "core/buffer.h"
 #include "core/convert.h"
@@ -43,10 +44,6 @@ const Variant kVariants[] = {{"tensor-current", {0, 0, false}, false},
                              {"block-1x128", {1, 128, false}, false},
                              {"block-128x128", {128, 128, false}, false},
                              {"mx-1x32", {1, 32, true}, false}};
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Seconds per call of fn(set): the median over `reps` batches of back-to-back calls
 // (>= 5 ms and >= one call per set each, one synchronisation per batch, so launch

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli/args.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -66,17 +67,6 @@ What the numbers mean:
 Data: the built-in Markov corpus over the model's vocabulary (a few batches, reused).
 )";
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = std::min(s.find(',', start), s.size());
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
-
 // One timed configuration. Runs of one `cell` share model, batch and seq.
 struct Run {
   std::string label;  // the model: its name, config file stem or "h2048"
@@ -125,10 +115,6 @@ class TempConfig {
  private:
   std::string path_;
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Builds a Trainer for the run, steps it, and frees it (and all its device memory) before
 // returning. The peak covers everything allocated from the Trainer's construction on.
@@ -288,7 +274,7 @@ Json run_json(const Run& run, const Result& r, const Options& o) {
 // as given, fp8 once per recipe.
 std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   std::vector<nn::Precision> precisions;
-  for (const std::string& p : split_list(args.get("precision", "bf16,fp8"))) {
+  for (const std::string& p : cli::split_commas(args.get("precision", "bf16,fp8"))) {
     const nn::Precision precision = nn::precision_from_name(p);
     if (std::find(precisions.begin(), precisions.end(), precision) == precisions.end())
       precisions.push_back(precision);
@@ -296,7 +282,7 @@ std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   // bf16 first: the other runs of a cell are compared with it as they finish.
   std::stable_partition(precisions.begin(), precisions.end(),
                         [](nn::Precision p) { return p == nn::Precision::bf16; });
-  const std::vector<std::string> recipes = split_list(args.get("recipe", "tensor-current"));
+  const std::vector<std::string> recipes = cli::split_commas(args.get("recipe", "tensor-current"));
   OCTET_CHECK(!precisions.empty() && !recipes.empty(), "bench step",
               "--precision and --recipe need at least one name");
   for (const std::string& r : recipes) fp8::recipe_from_name(r);  // fail early on a typo

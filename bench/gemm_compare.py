@@ -19,13 +19,10 @@ import subprocess
 import sys
 import tempfile
 
+from bench_records import read_records
+
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def index(records):
@@ -94,8 +91,8 @@ def main():
     if not have_torch:
         print("\ngemm_compare: no torch reference here (see above); octet's numbers alone")
 
-    octet = index(read_jsonl(octet_json))
-    torch = index(read_jsonl(torch_json)) if have_torch else {}
+    octet = index(read_records(octet_json))
+    torch = index(read_records(torch_json)) if have_torch else {}
     modes = [("none", "bf16"), ("prequantized", "fp8"), ("tensor-current", "fp8+quant cur")]
     print("\nTFLOP/s, octet | torch | octet/torch")
     header = f"{'suite':11} {'shape':24} {'M':>6} {'N':>6} {'K':>6}"
@@ -120,7 +117,7 @@ def main():
             row[label] = {"octet_tflops": ours, "torch_tflops": theirs, "octet_over_torch": ratio}
         print(line)
         merged.append(row)
-    for r in read_jsonl(octet_json):
+    for r in read_records(octet_json):
         if r.get("gemm") == "layer" and "bf16_tflops" in r:
             print(f"\noctet, Transformer Engine's H200 layer ({r['tokens']} tokens, hidden {r['hidden']}, "
                   f"FFN {r['ffn']}, fc1+fc2 forward and backward): bf16 {r['bf16_tflops']:.1f} TFLOP/s, "

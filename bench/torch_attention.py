@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+from bench_records import read_records
+
 # The defaults of `octet bench attention`: 16k tokens, Hq=32, Hkv=8 and 32, hd=128 and 64.
 DEFAULT_SHAPES = "8x2048x32x8x128,8x2048x32x32x128,2x8192x32x8x128,2x8192x32x32x128," \
                  "8x2048x32x8x64,8x2048x32x32x64,2x8192x32x8x64,2x8192x32x32x64"
@@ -86,16 +88,9 @@ def time_shape(torch, shape, dtype, reps):
 
 def load_ours(path):
     ours = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            r = json.loads(line)
-            if r.get("bench") != "attention":
-                continue
-            key = (r["batch"], r["seq_len"], r["n_heads"], r["n_kv_heads"], r["head_dim"])
-            ours[key] = r
+    for r in read_records(path, "attention"):
+        key = (r["batch"], r["seq_len"], r["n_heads"], r["n_kv_heads"], r["head_dim"])
+        ours[key] = r
     return ours
 
 

@@ -19,6 +19,8 @@ import json
 import statistics
 import sys
 
+from bench_records import read_records
+
 SKIP = 77
 E4M3_MAX = 448.0
 
@@ -56,18 +58,13 @@ def make_shapes(suites, sizes):
 def shapes_from(path):
     """The distinct (suite, shape) GEMM records of an octet --json file, in file order."""
     seen, shapes = set(), []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            r = json.loads(line)
-            if r.get("bench") != "gemm" or "m" not in r or "suite" not in r:
-                continue
-            key = (r["suite"], r["shape"])
-            if key not in seen:
-                seen.add(key)
-                shapes.append({k: r[k] for k in ("suite", "shape", "gemm", "m", "n", "k")})
+    for r in read_records(path, "gemm"):
+        if "m" not in r or "suite" not in r:
+            continue
+        key = (r["suite"], r["shape"])
+        if key not in seen:
+            seen.add(key)
+            shapes.append({k: r[k] for k in ("suite", "shape", "gemm", "m", "n", "k")})
     return shapes
 
 

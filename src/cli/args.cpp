@@ -100,4 +100,15 @@ std::vector<long long> Args::get_int_list(const std::string& name,
   return out;
 }
 
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace octet::cli

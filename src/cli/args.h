@@ -1,6 +1,6 @@
 // cli/args.h: a small command-line flag parser for the octet subcommands:
 // --name value, --name=value and boolean --flag; unknown flags are errors.
-// defines: Args
+// defines: Args, split_commas
 #pragma once
 
 #include <map>
@@ -31,5 +31,8 @@ class Args {
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
 };
+
+// The non-empty items of a comma-separated list: "a,,b," -> {"a", "b"}.
+std::vector<std::string> split_commas(const std::string& s);
 
 }  // namespace octet::cli

@@ -1,6 +1,5 @@
 // cli/tokenize.cpp: `octet tokenize`: train a SentencePiece tokenizer on text files, or
 // encode text files into token shards with one.
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,17 +10,6 @@
 
 namespace octet::cli {
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = std::min(s.find(',', start), s.size());
-    if (comma > start) out.push_back(s.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 int train(const Args& a, const std::vector<std::string>& inputs) {
   data::TokenizerTrainOptions o;

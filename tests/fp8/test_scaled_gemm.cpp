@@ -16,6 +16,7 @@
 #include "fp8/gemm.h"
 #include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
+#include "gemm_testing.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 #include "testing.h"
@@ -27,6 +28,9 @@ using fp8::Role;
 using kernels::GemmOptions;
 using kernels::ScaleGrid;
 using kernels::cpu::GemmImpl;
+using testing::EngineGuard;
+using testing::expect_close_to_cpu;
+using testing::Expected;
 
 constexpr ScaleGrid kTensor{0, 0, false};
 constexpr ScaleGrid kRow{1, 0, false};
@@ -164,10 +168,6 @@ struct ScaledGemm {
   }
 };
 
-struct Expected {
-  std::vector<double> value, bound;
-};
-
 // value * scale_inv of each element of op.
 std::vector<double> scaled_values(const ScaledOperand& op) {
   std::vector<double> v(op.values.size());
@@ -289,36 +289,7 @@ std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g) {
   });
 }
 
-// A device's C against the CPU's: each lies within its bound of the exact result, so they
-// differ by at most the sum of the two bounds.
-void expect_close_to_cpu(const std::vector<double>& got, const std::vector<double>& cpu,
-                         const Expected& device_bound, const Expected& cpu_bound,
-                         const std::string& what) {
-  ASSERT_EQ(got.size(), cpu.size()) << what;
-  size_t worst = 0;
-  double worst_ratio = -1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = std::abs(got[i] - cpu[i]);
-    const double allowed = std::max(device_bound.bound[i] + cpu_bound.bound[i], 1e-300);
-    const bool same_special = (std::isnan(got[i]) && std::isnan(cpu[i])) || got[i] == cpu[i];
-    const double ratio = same_special ? 0.0 : std::isnan(diff) ? INFINITY : diff / allowed;
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-  }
-  EXPECT_LE(worst_ratio, 1.0) << what << " vs the CPU: element " << worst << " is " << got[worst]
-                              << ", CPU " << cpu[worst] << ", allowed difference "
-                              << device_bound.bound[worst] + cpu_bound.bound[worst];
-}
-
 // The CPU runs every case on each engine (the reference always, oneDNN where built).
-class EngineGuard {
- public:
-  EngineGuard() : saved_(kernels::cpu::gemm_impl()) {}
-  ~EngineGuard() { kernels::cpu::set_gemm_impl(saved_); }
-
- private:
-  GemmImpl saved_;
-};
-
 void for_each_engine(Device device, const std::function<void(const char*)>& body) {
   if (!device.is_cpu()) return body("device");
   EngineGuard guard;

@@ -3,7 +3,7 @@
 // (Approx), host <-> device tensors, the bound check, a finite-difference gradient
 // check and the expectation of an op's error.
 // defines: kU, kUBf16, gamma, Approx, exact, rounded, sum, round_to, exp, log, sqrt, cos,
-//          sin, DeviceTensor, round_in_place, upload, upload_ids, upload_misaligned,
+//          sin, DeviceTensor, round_in_place, upload, upload_ids, upload_misaligned, upload_at,
 //          absent_cuda_device, download, uniform, centred_on, expect_within,
 //          expect_gradient_matches_finite_differences, expect_op_error
 #pragma once
@@ -186,6 +186,18 @@ inline DeviceTensor upload_misaligned(Device device, DType dtype, Shape shape,
   DeviceTensor t = upload(device, dtype, {static_cast<int64_t>(padded.size())}, padded);
   t.tensor = t.buffer.view(dtype, shape, dtype_size(dtype));
   std::copy(padded.begin() + 1, padded.end(), values.begin());
+  return t;
+}
+
+// `values` as dtype [rows, cols] starting `offset` elements into a fresh buffer (offset 1:
+// rows off the 16-byte boundaries of the CUDA kernels' packs). Rounds `values` as upload does.
+inline DeviceTensor upload_at(Device device, DType dtype, int64_t rows, int64_t cols,
+                              std::vector<double>& values, int64_t offset) {
+  std::vector<double> padded(static_cast<size_t>(offset), 0.0);
+  padded.insert(padded.end(), values.begin(), values.end());
+  DeviceTensor t = upload(device, dtype, {rows * cols + offset}, padded);
+  t.tensor = t.buffer.view(dtype, {rows, cols}, offset * dtype_size(dtype));
+  std::copy(padded.begin() + offset, padded.end(), values.begin());
   return t;
 }
 

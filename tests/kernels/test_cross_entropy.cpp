@@ -159,19 +159,6 @@ TEST_P(CrossEntropyOnDevice, GradientMatchesFiniteDifferencesOfTheLoss) {
       testing::download(x.tensor), grad_bound, 0x1p-5, "cross_entropy");
 }
 
-// Uploads `values` as dtype [rows, cols] starting `offset` elements into a fresh buffer
-// (offset 1: rows off the 16-byte boundaries of the CUDA kernel's packs), and rounds
-// `values` in place to what was stored.
-testing::DeviceTensor upload_at(Device device, DType dtype, int64_t rows, int64_t cols,
-                                std::vector<double>& values, int64_t offset) {
-  std::vector<double> padded(static_cast<size_t>(offset), 0.0);
-  padded.insert(padded.end(), values.begin(), values.end());
-  testing::DeviceTensor t = testing::upload(device, dtype, {rows * cols + offset}, padded);
-  t.tensor = t.buffer.view(dtype, {rows, cols}, offset * dtype_size(dtype));
-  std::copy(padded.begin() + offset, padded.end(), values.begin());
-  return t;
-}
-
 struct CrossEntropyResult {
   std::vector<double> losses, dlogits;
 };
@@ -184,8 +171,8 @@ CrossEntropyResult run_cross_entropy(Device device, DType dtype, std::vector<dou
   const int64_t rows = static_cast<int64_t>(targets.size());
   const int64_t vocab = static_cast<int64_t>(logits.size()) / rows;
   std::vector<double> zeros(logits.size());
-  const auto x = upload_at(device, dtype, rows, vocab, logits, logits_offset);
-  const auto dx = upload_at(device, dtype, rows, vocab, zeros, dlogits_offset);
+  const auto x = testing::upload_at(device, dtype, rows, vocab, logits, logits_offset);
+  const auto dx = testing::upload_at(device, dtype, rows, vocab, zeros, dlogits_offset);
   const auto tg = testing::upload_ids(device, targets);
   const auto losses = testing::upload(device, DType::f32, {rows}, std::vector<double>(rows));
   kernels::cross_entropy(x.tensor, tg.tensor, losses.tensor, dx.tensor, grad_scale);
@@ -194,15 +181,6 @@ CrossEntropyResult run_cross_entropy(Device device, DType dtype, std::vector<dou
   kernels::cross_entropy(x.tensor, tg.tensor, losses2.tensor, x.tensor, grad_scale);
   EXPECT_EQ(testing::download(losses2.tensor), r.losses) << device_name(device) << " in place";
   EXPECT_EQ(testing::download(x.tensor), r.dlogits) << device_name(device) << " in place";
-  return r;
-}
-
-// Each device's result is within its bound of the float64 value, so the two results are
-// within the sum of the two bounds of each other.
-std::vector<Approx> around(const std::vector<double>& values, const std::vector<Approx>& a,
-                           const std::vector<Approx>& b) {
-  std::vector<Approx> r;
-  for (size_t i = 0; i < values.size(); ++i) r.push_back({values[i], a[i].e + b[i].e});
   return r;
 }
 
@@ -245,9 +223,11 @@ TEST_P(CrossEntropyOnDevice, LargeVocabulariesMatchFloat64AndTheCpuKernel) {
           reference(logits, targets, vocab, grad_scale, dtype, cpu);
       const CrossEntropyResult want =
           run_cross_entropy(cpu, dtype, logits, targets, grad_scale, 0, 0);
-      testing::expect_within(got.losses, around(want.losses, ref.losses, ref_cpu.losses),
+      testing::expect_within(got.losses,
+                             testing::centred_on(want.losses, ref.losses, ref_cpu.losses),
                              what + " losses against the CPU kernel");
-      testing::expect_within(got.dlogits, around(want.dlogits, ref.dlogits, ref_cpu.dlogits),
+      testing::expect_within(got.dlogits,
+                             testing::centred_on(want.dlogits, ref.dlogits, ref_cpu.dlogits),
                              what + " dlogits against the CPU kernel");
     }
   }

@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
+#include "gemm_testing.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 #include "testing.h"
@@ -21,6 +22,9 @@ namespace {
 
 using kernels::GemmOptions;
 using kernels::cpu::GemmImpl;
+using testing::EngineGuard;
+using testing::expect_close_to_cpu;
+using testing::Expected;
 
 constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (round to nearest)
 constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16: half an ulp, relative
@@ -121,10 +125,6 @@ Problem make_problem(DType ab_a, DType ab_b, DType c, int64_t m, int64_t n, int6
 // The exact result in float64 and its error bound per element. Products of f32
 // values are exact in float64 (24 + 24 < 53 bits); the float64 sums err by at most
 // K * 2^-53 * sum |a b|, 2^-29 of the fp32 bound below, so they count as exact.
-struct Expected {
-  std::vector<double> value, bound;
-};
-
 Expected reference(const Problem& p, double u_acc = kU) {
   const int64_t m = p.c0.rows, n = p.c0.cols, k = p.trans_a ? p.a.rows : p.a.cols;
   const double scale =
@@ -220,40 +220,11 @@ std::string describe(const Problem& p, const char* engine) {
 
 // The CPU runs every test once per engine (the reference always, oneDNN where the
 // build has it); other devices have one implementation.
-class EngineGuard {
- public:
-  EngineGuard() : saved_(kernels::cpu::gemm_impl()) {}
-  ~EngineGuard() { kernels::cpu::set_gemm_impl(saved_); }
-
- private:
-  GemmImpl saved_;
-};
-
 std::vector<std::optional<GemmImpl>> engines(Device device) {
   if (!device.is_cpu()) return {std::nullopt};
   std::vector<std::optional<GemmImpl>> e{GemmImpl::reference};
   if (kernels::cpu::onednn_available()) e.push_back(GemmImpl::onednn);
   return e;
-}
-
-// A device's C against the CPU's: each lies within its bound of the exact result, so
-// they differ by at most the sum of the two bounds.
-void expect_close_to_cpu(const std::vector<double>& got, const std::vector<double>& cpu,
-                         const Expected& device_bound, const Expected& cpu_bound,
-                         const std::string& what) {
-  size_t worst = 0;
-  double worst_ratio = -1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = std::abs(got[i] - cpu[i]);
-    const double allowed = std::max(device_bound.bound[i] + cpu_bound.bound[i], 1e-300);
-    // NaN and infinities must agree exactly (both NaN, or the same infinity).
-    const bool same_special = (std::isnan(got[i]) && std::isnan(cpu[i])) || got[i] == cpu[i];
-    const double ratio = same_special ? 0.0 : std::isnan(diff) ? INFINITY : diff / allowed;
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-  }
-  EXPECT_LE(worst_ratio, 1.0) << what << " vs the CPU: element " << worst << " is " << got[worst]
-                              << ", CPU " << cpu[worst] << ", allowed difference "
-                              << device_bound.bound[worst] + cpu_bound.bound[worst];
 }
 
 void check_on_all_engines(Device device, const Problem& p, size_t workspace_offset = 0) {

@@ -118,19 +118,6 @@ TEST_P(SwiGluOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
       gate_up, forward, r, out_bound, testing::download(dx.tensor), grad_bound, 0x1p-5, "swiglu");
 }
 
-// Uploads `values` as dtype [rows, cols] starting `offset` elements into a fresh buffer
-// (offset 1: rows off the 16-byte boundaries the CUDA kernels' packed path needs), and
-// rounds `values` in place to what was stored.
-testing::DeviceTensor upload_at(Device device, DType dtype, int64_t rows, int64_t cols,
-                                std::vector<double>& values, int64_t offset) {
-  std::vector<double> padded(static_cast<size_t>(offset), 0.0);
-  padded.insert(padded.end(), values.begin(), values.end());
-  testing::DeviceTensor t = testing::upload(device, dtype, {rows * cols + offset}, padded);
-  t.tensor = t.buffer.view(dtype, {rows, cols}, offset * dtype_size(dtype));
-  std::copy(padded.begin() + offset, padded.end(), values.begin());
-  return t;
-}
-
 struct SwiGluResult {
   std::vector<double> out, dgate_up;
 };
@@ -140,24 +127,15 @@ struct SwiGluResult {
 SwiGluResult run_swiglu(Device device, DType dtype, int64_t rows, int64_t hidden,
                         std::vector<double> gate_up, std::vector<double> dout, int64_t offset) {
   std::vector<double> out_init(rows * hidden), dx_init(rows * 2 * hidden);
-  const auto x = upload_at(device, dtype, rows, 2 * hidden, gate_up, offset);
-  const auto g = upload_at(device, dtype, rows, hidden, dout, offset);
-  const auto out = upload_at(device, dtype, rows, hidden, out_init, offset);
-  const auto dx = upload_at(device, dtype, rows, 2 * hidden, dx_init, offset);
+  const auto x = testing::upload_at(device, dtype, rows, 2 * hidden, gate_up, offset);
+  const auto g = testing::upload_at(device, dtype, rows, hidden, dout, offset);
+  const auto out = testing::upload_at(device, dtype, rows, hidden, out_init, offset);
+  const auto dx = testing::upload_at(device, dtype, rows, 2 * hidden, dx_init, offset);
   kernels::swiglu_forward(x.tensor, out.tensor);
   kernels::swiglu_backward(g.tensor, x.tensor, dx.tensor);
   SwiGluResult r{testing::download(out.tensor), testing::download(dx.tensor)};
   kernels::swiglu_backward(g.tensor, x.tensor, x.tensor);
   EXPECT_EQ(testing::download(x.tensor), r.dgate_up) << device_name(device) << " in place";
-  return r;
-}
-
-// Each device's result is within its bound of the float64 value, so the two results are
-// within the sum of the two bounds of each other.
-std::vector<Approx> around(const std::vector<double>& values, const std::vector<Approx>& a,
-                           const std::vector<Approx>& b) {
-  std::vector<Approx> r;
-  for (size_t i = 0; i < values.size(); ++i) r.push_back({values[i], a[i].e + b[i].e});
   return r;
 }
 
@@ -189,9 +167,10 @@ TEST_P(SwiGluOnDevice, LargeOddAndMisalignedShapesMatchFloat64AndTheCpuKernel) {
       const Device cpu = Device::cpu();
       const SwiGluReference ref_cpu = reference(gate_up, dout, c.rows, c.hidden, dtype, cpu);
       const SwiGluResult want = run_swiglu(cpu, dtype, c.rows, c.hidden, gate_up, dout, 0);
-      testing::expect_within(got.out, around(want.out, ref.out, ref_cpu.out),
+      testing::expect_within(got.out, testing::centred_on(want.out, ref.out, ref_cpu.out),
                              what + " out against the CPU kernel");
-      testing::expect_within(got.dgate_up, around(want.dgate_up, ref.dgate_up, ref_cpu.dgate_up),
+      testing::expect_within(got.dgate_up,
+                             testing::centred_on(want.dgate_up, ref.dgate_up, ref_cpu.dgate_up),
                              what + " dgate_up against the CPU kernel");
     }
   }

@@ -31,12 +31,7 @@ __global__ void __launch_bounds__(kThreads) flash_dq_kernel(Params p) {
   float* s_d = s_lse + BQ;
 
   const int S = p.seq_len, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int b = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads, g = h / p.group;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-  const uint16_t* seq = p.qkv + int64_t{b} * S * p.width;
-  const uint16_t* k_src = seq + int64_t{p.n_heads + g} * HD;
-  const uint16_t* v_src = seq + int64_t{p.n_heads + p.n_kv_heads + g} * HD;
-  const int n_tiles = min((q0 + BQ + BK - 1) / BK, (S + BK - 1) / BK);
+  const auto [b, h, g, q0, seq, k_src, v_src, n_tiles] = query_block<HD, BQ, BK>(p);
 
   const int64_t out_at = int64_t{b} * S * p.out_width + int64_t{h} * HD;
   load_tile<HD, BQ>(sq, seq + int64_t{h} * HD, p.width, q0, S);

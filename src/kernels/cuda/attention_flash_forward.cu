@@ -25,12 +25,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(Params p) {
   uint16_t* sv = sk + 2 * T::tile_elems(BK);  // [2][BK] rows
 
   const int S = p.seq_len, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int b = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads, g = h / p.group;
-  const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-  const uint16_t* seq = p.qkv + int64_t{b} * S * p.width;
-  const uint16_t* k_src = seq + int64_t{p.n_heads + g} * HD;
-  const uint16_t* v_src = seq + int64_t{p.n_heads + p.n_kv_heads + g} * HD;
-  const int n_tiles = min((q0 + BQ + BK - 1) / BK, (S + BK - 1) / BK);
+  const auto [b, h, g, q0, seq, k_src, v_src, n_tiles] = query_block<HD, BQ, BK>(p);
 
   load_tile<HD, BQ>(sq, seq + int64_t{h} * HD, p.width, q0, S);
   load_tile<HD, BK>(sk, k_src, p.width, 0, S);

@@ -1,11 +1,12 @@
 // kernels/cuda/attention_mma.cuh: what the flash attention kernels share
 // (attention_flash_forward.cu, attention_flash_backward.cu): tile shapes, parameters,
 // the PTX they are built from (cp.async, ldmatrix, mma.sync m16n8k16 bf16 -> fp32, ex2),
-// the operand fragments of a shared-memory tile, and the loads of tiles and row
-// statistics. CUDA only; internal to kernels/cuda.
+// the operand fragments of a shared-memory tile, the loads of tiles and row statistics,
+// and where a block of queries works. CUDA only; internal to kernels/cuda.
 // defines: flash::Tiles, flash::Params, flash::load_a, flash::load_b_by_rows,
 //          flash::load_b_by_cols, flash::rows_times_rows, flash::acc_times_tile,
-//          flash::load_tile, flash::load_lse, flash::row_stats, flash::launch, flash::params
+//          flash::load_tile, flash::load_lse, flash::row_stats, flash::QueryBlock,
+//          flash::query_block, flash::launch, flash::params
 #pragma once
 
 #include <cuda_bf16.h>
@@ -271,6 +272,31 @@ __device__ __forceinline__ void row_stats(const uint16_t* tdo, const uint16_t* t
     d[r] = sum;
     lse[r] *= kLog2e;
   }
+}
+
+// ---- block coordinates ----------------------------------------------------------------
+
+// Where a block of the forward and dq kernels works: one block per (batch b, q head h) x
+// BQ queries from q0, grid.y in reverse so that the blocks with the most keys start first.
+// g is h's kv head, seq the first row of batch b in qkv, k_src and v_src the keys and
+// values of head g in that row, and n_tiles the number of BK-key tiles up to the diagonal.
+struct QueryBlock {
+  int b, h, g, q0;
+  const uint16_t* seq;
+  const uint16_t* k_src;
+  const uint16_t* v_src;
+  int n_tiles;
+};
+template <int HD, int BQ, int BK>
+__device__ __forceinline__ QueryBlock query_block(const Params& p) {
+  const int S = p.seq_len;
+  const int b = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads, g = h / p.group;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
+  const uint16_t* seq = p.qkv + int64_t{b} * S * p.width;
+  const uint16_t* k_src = seq + int64_t{p.n_heads + g} * HD;
+  const uint16_t* v_src = seq + int64_t{p.n_heads + p.n_kv_heads + g} * HD;
+  const int n_tiles = min((q0 + BQ + BK - 1) / BK, (S + BK - 1) / BK);
+  return {b, h, g, q0, seq, k_src, v_src, n_tiles};
 }
 
 // ---- launches -------------------------------------------------------------------------

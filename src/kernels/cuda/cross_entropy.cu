@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -16,24 +17,6 @@ namespace {
 // exp assuming at least 256 threads per row, at most 1024, and 16-byte packs.
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
-
-__device__ __forceinline__ float to_f32(float v) {
-  return v;
-}
-__device__ __forceinline__ float to_f32(uint16_t v) {
-  return bf16_to_f32(v);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void store(uint16_t* p, float v) {
-  *p = f32_to_bf16(v);
-}
-
-template <typename A, int N>
-struct alignas(sizeof(A) * N) Pack {
-  A v[N];
-};
 
 // s, a sum of exp(x - m_old), re-expressed relative to m_new >= m_old. When the max did
 // not move the factor is exactly 1 and skipped; that also keeps m_old = m_new = -inf

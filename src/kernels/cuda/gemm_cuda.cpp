@@ -224,6 +224,28 @@ void gemm_emulated(const Tensor& a, const Tensor& b, const Tensor& c, const Gemm
   launch_store_accumulator(reinterpret_cast<const float*>(s.acc), c.data, true, o.beta, d.m * d.n);
 }
 
+// The cuBLASLt call C = alpha op(A) op(B) + beta C on the tensors themselves, N = ldc = `n` (a
+// padded N on the FP8 path), with cuBLASLt's workspace from `s`; the caller adds the rest.
+LtCall direct_call(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o,
+                   GemmDims d, int64_t n, const Scratch& s) {
+  LtCall call;
+  call.a = a.data;
+  call.b = b.data;
+  call.c = c.data;
+  call.a_type = a.dtype;
+  call.b_type = b.dtype;
+  call.c_type = c.dtype;
+  call.m = d.m;
+  call.n = n;
+  call.k = d.k;
+  call.ldc = n;
+  call.alpha = o.alpha;
+  call.beta = o.beta;
+  call.workspace = s.cublas;
+  call.workspace_bytes = s.cublas_bytes;
+  return call;
+}
+
 void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d,
               const Route& r, const Scratch& s) {
   if (r.path == Fp8Path::emulated) return gemm_emulated(a, b, c, o, d, r, s);
@@ -233,22 +255,8 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
     check_fp8_alignment("B", b);
     check_fp8_alignment("C", c);
   }
-  LtCall call;
-  call.a = a.data;
-  call.b = b.data;
-  call.c = c.data;
-  call.a_type = a.dtype;
-  call.b_type = b.dtype;
-  call.c_type = c.dtype;
-  call.m = d.m;
-  call.n = r.np;
-  call.k = d.k;
-  call.ldc = r.np;
-  call.alpha = o.alpha;
-  call.beta = o.beta;
+  LtCall call = direct_call(a, b, c, o, d, r.np, s);
   call.fast_accum = o.fast_accum;
-  call.workspace = s.cublas;
-  call.workspace_bytes = s.cublas_bytes;
   if (padded) {
     // B [N, K] and zero rows up to np; C [M, N] into the first N columns of D [M, np].
     const size_t b_bytes = static_cast<size_t>(d.n * d.k);
@@ -321,23 +329,9 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
   const Route r = route(a, c, o, d);
   const Scratch s = carve(o.workspace, r);
   if (r.fp8) return gemm_fp8(a, b, c, o, d, r, s);
-  LtCall call;
-  call.a = a.data;
-  call.b = b.data;
-  call.c = c.data;
-  call.a_type = a.dtype;
-  call.b_type = b.dtype;
-  call.c_type = c.dtype;
-  call.m = d.m;
-  call.n = d.n;
-  call.k = d.k;
-  call.ldc = d.n;
+  LtCall call = direct_call(a, b, c, o, d, d.n, s);
   call.trans_a = o.trans_a;
   call.trans_b = o.trans_b;
-  call.alpha = o.alpha;
-  call.beta = o.beta;
-  call.workspace = s.cublas;
-  call.workspace_bytes = s.cublas_bytes;
   lt_matmul(call, a.device.index);
 }
 

@@ -1,10 +1,12 @@
-// kernels/cuda/layer_io.cuh: what the CUDA layer kernels (embedding, RMSNorm, RoPE, add)
-// share: f32/bf16 element access in fp32 (bf16 written rounded once to nearest even, with
-// core/convert.h, so the bits match the CPU kernels' conversions), groups of 8 elements
-// moved with 16-byte accesses where the data allows, and deterministic block sums.
+// kernels/cuda/layer_io.cuh: what the CUDA layer kernels (embedding, RMSNorm, RoPE, add,
+// SwiGLU, cross-entropy) share: f32/bf16 element access in fp32 (bf16 written rounded once
+// to nearest even, with core/convert.h, so the bits match the CPU kernels' conversions),
+// by a runtime dtype flag or by the element type, groups of elements moved with 16-byte
+// accesses where the data allows, and deterministic block sums.
 // Internal to kernels/cuda.
 // defines: cuda::kGroup, cuda::aligned16, cuda::load1, cuda::store1, cuda::round_as,
-//          cuda::load8, cuda::store8, cuda::warp_sum, cuda::block_sum
+//          cuda::to_f32, cuda::store, cuda::Pack, cuda::load8, cuda::store8,
+//          cuda::warp_sum, cuda::block_sum
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,6 +41,26 @@ __device__ __forceinline__ void store1(void* p, bool bf16, int64_t i, float v) {
 __device__ __forceinline__ float round_as(bool bf16, float v) {
   return bf16 ? bf16_to_f32(f32_to_bf16(v)) : v;
 }
+
+// The same by element type: bf16 data is handled as its uint16_t bit pattern (as on the CPU).
+__device__ __forceinline__ float to_f32(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f32(uint16_t v) {
+  return bf16_to_f32(v);
+}
+__device__ __forceinline__ void store(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void store(uint16_t* p, float v) {
+  *p = f32_to_bf16(v);
+}
+
+// N consecutive elements moved as one access (16 bytes when N = 16 / sizeof(A)).
+template <typename A, int N>
+struct alignas(sizeof(A) * N) Pack {
+  A v[N];
+};
 
 __device__ __forceinline__ float bf16_lo(uint32_t u) {
   return f32_from_bits(u << 16);

@@ -7,31 +7,12 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// bf16 data is handled as its uint16_t bit pattern (as on the CPU).
-__device__ __forceinline__ float to_f32(float v) {
-  return v;
-}
-__device__ __forceinline__ float to_f32(uint16_t v) {
-  return bf16_to_f32(v);
-}
-__device__ __forceinline__ void store(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void store(uint16_t* p, float v) {
-  *p = f32_to_bf16(v);
-}
-
-// N consecutive elements moved as one access (16 bytes when N = 16 / sizeof(A)).
-template <typename A, int N>
-struct alignas(sizeof(A) * N) Pack {
-  A v[N];
-};
 
 // The elements are processed N at a time: item i is row t = i / (F / N), elements
 // [c, c + N) of it with c = (i mod (F / N)) N. The caller picks N = 1 unless F is a
@@ -86,10 +67,6 @@ __global__ void swiglu_backward_kernel(const A* __restrict__ dout, const A* gate
     *reinterpret_cast<Pack<A, N>*>(dgate_up + offset) = dg;
     *reinterpret_cast<Pack<A, N>*>(dgate_up + offset + hidden) = du;
   }
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 // N = 16 / sizeof(A) when every row segment starts 16-byte aligned, else 1. gate and up

@@ -1,0 +1,45 @@
+// bench/bench_util.h: what the `octet bench` subcommands share: wall-clock timing and the
+// median of repeated, synchronised calls.
+// defines: seconds_since, median_call_seconds
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "core/device.h"
+
+namespace octet::bench {
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The median of at least `reps` calls of fn (more for short calls: up to `max_calls`, or
+// as many as fit in `budget_seconds`) after a warm-up of at least 0.25 s, each call
+// followed by cuda_synchronize().
+inline double median_call_seconds(const std::function<void()>& fn, int reps, int max_calls,
+                                  double budget_seconds) {
+  int warm_calls = 0;
+  const auto warm_start = std::chrono::steady_clock::now();
+  do {
+    fn();
+    cuda_synchronize();
+    ++warm_calls;
+  } while (seconds_since(warm_start) < 0.25);
+  const double per_call = seconds_since(warm_start) / warm_calls;
+  const int calls =
+      std::max(reps, std::min(max_calls, static_cast<int>(budget_seconds / per_call)));
+  std::vector<double> times;
+  for (int r = 0; r < calls; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    cuda_synchronize();
+    times.push_back(seconds_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace octet::bench

@@ -1,0 +1,55 @@
+// tests/gemm_testing.h: what the GEMM tests (tests/kernels/test_gemm.cpp,
+// tests/fp8/test_scaled_gemm.cpp) share: a reference C with its error bound, the check of
+// a device's C against the CPU's, and the restoring of the CPU GEMM engine.
+// defines: Expected, expect_close_to_cpu, EngineGuard
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm_cpu.h"
+
+namespace octet::testing {
+
+// A reference C: the float64 value of each element and a bound on how far a kernel's
+// result may be from it.
+struct Expected {
+  std::vector<double> value, bound;
+};
+
+// A device's C against the CPU's: each lies within its bound of the exact result, so
+// they differ by at most the sum of the two bounds.
+inline void expect_close_to_cpu(const std::vector<double>& got, const std::vector<double>& cpu,
+                                const Expected& device_bound, const Expected& cpu_bound,
+                                const std::string& what) {
+  ASSERT_EQ(got.size(), cpu.size()) << what;
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::abs(got[i] - cpu[i]);
+    const double allowed = std::max(device_bound.bound[i] + cpu_bound.bound[i], 1e-300);
+    // NaN and infinities must agree exactly (both NaN, or the same infinity).
+    const bool same_special = (std::isnan(got[i]) && std::isnan(cpu[i])) || got[i] == cpu[i];
+    const double ratio = same_special ? 0.0 : std::isnan(diff) ? INFINITY : diff / allowed;
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << " vs the CPU: element " << worst << " is " << got[worst]
+                              << ", CPU " << cpu[worst] << ", allowed difference "
+                              << device_bound.bound[worst] + cpu_bound.bound[worst];
+}
+
+// Restores the CPU GEMM engine a test switches between when it goes out of scope.
+class EngineGuard {
+ public:
+  EngineGuard() : saved_(kernels::cpu::gemm_impl()) {}
+  ~EngineGuard() { kernels::cpu::set_gemm_impl(saved_); }
+
+ private:
+  kernels::cpu::GemmImpl saved_;
+};
+
+}  // namespace octet::testing
