@@ -137,7 +137,17 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   const DType dt = nn::activation_dtype(options_.precision);
   master_ = Buffer::for_tensor(device, DType::f32, {params_count_});
   grads_ = Buffer::for_tensor(device, DType::f32, {params_count_});
-  if (dt != DType::f32) working_ = Buffer::for_tensor(device, dt, {params_count_});
+  if (options_.precision == nn::Precision::fp8 && config_.num_hidden_layers > 0) {
+    // The block matrices are contiguous: from layer 0's q_proj to the last down_proj.
+    const ParamInfo& last =
+        param(layer_name(config_.num_hidden_layers - 1, "mlp.down_proj.weight"));
+    no_working_begin_ = param(layer_name(0, "self_attn.q_proj.weight")).offset;
+    no_working_end_ = last.offset + last.shape.numel();
+  }
+  if (dt != DType::f32) {
+    working_ =
+        Buffer::for_tensor(device, dt, {params_count_ - (no_working_end_ - no_working_begin_)});
+  }
 
   // The linears: the four of each block under the policy, the LM head never in FP8.
   const int64_t t = tokens(), d = config_.hidden_size, f = config_.intermediate_size;
@@ -246,9 +256,6 @@ Tensor Llama::master() const {
 Tensor Llama::grads() const {
   return grads_.tensor(DType::f32, {params_count_});
 }
-Tensor Llama::working() const {
-  return working_.data() ? working_.tensor(working_dtype(), {params_count_}) : master();
-}
 DType Llama::working_dtype() const {
   return nn::activation_dtype(options_.precision);
 }
@@ -261,7 +268,10 @@ Tensor Llama::grad_view(const ParamInfo& p) const {
 }
 Tensor Llama::working_view(const ParamInfo& p) const {
   if (!working_.data()) return master_view(p);
-  return working_.view(working_dtype(), p.shape, static_cast<size_t>(p.offset) * 2);
+  if (p.offset >= no_working_begin_ && p.offset < no_working_end_) return master_view(p);
+  const int64_t at =
+      p.offset >= no_working_end_ ? p.offset - (no_working_end_ - no_working_begin_) : p.offset;
+  return working_.view(working_dtype(), p.shape, static_cast<size_t>(at) * 2);
 }
 
 void Llama::bind_linears() {
@@ -308,7 +318,23 @@ void Llama::init_weights(uint64_t seed, double std) {
 }
 
 void Llama::sync_working_weights() {
-  if (working_.data()) kernels::convert(master(), working());
+  if (working_.data()) {
+    // master -> working around the parameters that have no working copy.
+    const int64_t gap = no_working_end_ - no_working_begin_;
+    const DType dt = working_dtype();
+    auto* m = static_cast<float*>(master_.data());
+    auto* w = static_cast<uint16_t*>(working_.data());
+    const Device d = options_.device;
+    if (no_working_begin_ > 0) {
+      kernels::convert(Tensor(m, DType::f32, {no_working_begin_}, d),
+                       Tensor(w, dt, {no_working_begin_}, d));
+    }
+    const int64_t rest = params_count_ - no_working_end_;
+    if (rest > 0) {
+      kernels::convert(Tensor(m + no_working_end_, DType::f32, {rest}, d),
+                       Tensor(w + no_working_end_ - gap, dt, {rest}, d));
+    }
+  }
   for (Layer& layer : layers_) {
     layer.qkv.weights_changed();
     layer.o.weights_changed();

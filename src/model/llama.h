@@ -35,8 +35,10 @@ struct ParamInfo {
 
 // Parameters, gradients and activations each live in one buffer (DESIGN.md, Memory):
 //   master  f32 [P]  the parameters the optimizer updates
-//   working [P]      what the step computes with: the master itself under fp32, a bf16
-//                    copy under bf16/fp8 (sync_working_weights() refreshes it)
+//   working          what the step computes with: the master itself under fp32, a bf16
+//                    copy under bf16 (sync_working_weights() refreshes it); under fp8 a
+//                    bf16 copy of all but the block linears' matrices, which are
+//                    quantized to FP8 straight from the master once per step
 //   grads   f32 [P]  accumulated by backward(), zeroed by zero_grads()
 // Parameters are laid out matrices first, then the norm weights, so AdamW's decayed
 // and undecayed parameters are two contiguous ranges.
@@ -56,7 +58,6 @@ class Llama {
   const ParamInfo& param(const std::string& name) const;
 
   Tensor master() const;
-  Tensor working() const;
   Tensor grads() const;
   Tensor master_view(const ParamInfo& p) const;  // f32, p's shape
   Tensor grad_view(const ParamInfo& p) const;
@@ -97,6 +98,7 @@ class Llama {
  private:
   struct Layer;
   struct Activations;
+  // p's working copy (bf16), or its master (f32) where it has none.
   Tensor working_view(const ParamInfo& p) const;
   DType working_dtype() const;
   void build_layout();
@@ -106,6 +108,9 @@ class Llama {
   ModelOptions options_;
   std::vector<ParamInfo> params_;
   int64_t params_count_ = 0, decayed_count_ = 0;
+  // Parameters [no_working_begin_, no_working_end_) have no working copy (fp8: the block
+  // linears' matrices); working offsets above the range move down by its length.
+  int64_t no_working_begin_ = 0, no_working_end_ = 0;
   Buffer master_, working_, grads_, gemm_workspace_, fp8_scratch_;
   std::unique_ptr<fp8::DelayedScalingState> delayed_;
   std::vector<Layer> layers_;

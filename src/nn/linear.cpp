@@ -153,9 +153,13 @@ void Linear::bind(const Tensor& weight, const Tensor& bias, const Tensor& weight
                   const Tensor& bias_grad) {
   const int64_t in = config_.in_features, out = config_.out_features;
   const Device device = config_.device;
-  OCTET_CHECK(same_matrix(weight, dtype(), out, in, device), kOp, "bind: weight must be ",
-              dtype_name(dtype()), "[", out, ", ", in, "] on ", device_name(device), ", got ",
-              weight.str());
+  // Under fp8 the weight is only read to quantize it, which takes f32 too: a model may
+  // bind its fp32 master weights and keep no bf16 copy.
+  const bool fp8_master = config_.precision == Precision::fp8 && weight.dtype == DType::f32;
+  OCTET_CHECK(same_matrix(weight, fp8_master ? DType::f32 : dtype(), out, in, device), kOp,
+              "bind: weight must be ", dtype_name(dtype()),
+              config_.precision == Precision::fp8 ? " (or f32)" : "", "[", out, ", ", in, "] on ",
+              device_name(device), ", got ", weight.str());
   OCTET_CHECK(same_matrix(weight_grad, DType::f32, out, in, device), kOp,
               "bind: weight_grad must be f32[", out, ", ", in, "] on ", device_name(device),
               ", got ", weight_grad.str());

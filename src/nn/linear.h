@@ -51,8 +51,8 @@ class Linear {
                   int first_slot = 0);
 
   // weight [out, in] and bias [out] in the working dtype (f32 under fp32, bf16
-  // otherwise); weight_grad [out, in] and bias_grad [out] in f32. Gradients are
-  // accumulated into (+=): the optimizer zeroes them.
+  // otherwise; under fp8 the weight may also be f32, as it is only quantized); weight_grad [out,
+  // in] and bias_grad [out] in f32. Gradients are accumulated into (+=): the optimizer zeroes them.
   void bind(const Tensor& weight, const Tensor& bias, const Tensor& weight_grad,
             const Tensor& bias_grad);
 
