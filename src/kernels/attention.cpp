@@ -53,8 +53,7 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
   check_no_overlap(op, "lse", lse, "qkv", qkv);
   if (tokens == 0) return;
   if (qkv.device.is_cpu()) return cpu::attention_forward(qkv, out, lse, d, workspace);
-  require_cuda(op, qkv);
-  OCTET_CUDA_RETURN(op, attention_forward, qkv, out, lse, d, workspace);
+  OCTET_CUDA_RETURN(op, qkv, attention_forward, qkv, out, lse, d, workspace);
 }
 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -77,8 +76,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
   check_no_overlap(op, "dqkv", dqkv, "lse", lse);
   if (tokens == 0) return;
   if (qkv.device.is_cpu()) return cpu::attention_backward(dout, qkv, out, lse, dqkv, d, workspace);
-  require_cuda(op, qkv);
-  OCTET_CUDA_RETURN(op, attention_backward, dout, qkv, out, lse, dqkv, d, workspace);
+  OCTET_CUDA_RETURN(op, qkv, attention_backward, dout, qkv, out, lse, dqkv, d, workspace);
 }
 
 }  // namespace octet::kernels

@@ -18,8 +18,7 @@ void add_bias(const Tensor& y, const Tensor& bias) {
               y.cols(), "] on ", device_name(y.device), ", got ", bias.str());
   if (y.numel() == 0) return;
   if (y.device.is_cpu()) return cpu::add_bias(y, bias);
-  require_cuda("add_bias", y);
-  OCTET_CUDA_RETURN("add_bias", add_bias, y, bias);
+  OCTET_CUDA_RETURN("add_bias", y, add_bias, y, bias);
 }
 
 void bias_grad_accumulate(const Tensor& dy, const Tensor& grad) {
@@ -29,8 +28,7 @@ void bias_grad_accumulate(const Tensor& dy, const Tensor& grad) {
               dy.cols(), "] on ", device_name(dy.device), ", got ", grad.str());
   if (dy.numel() == 0) return;
   if (dy.device.is_cpu()) return cpu::bias_grad_accumulate(dy, grad);
-  require_cuda("bias_grad", dy);
-  OCTET_CUDA_RETURN("bias_grad", bias_grad_accumulate, dy, grad);
+  OCTET_CUDA_RETURN("bias_grad", dy, bias_grad_accumulate, dy, grad);
 }
 
 }  // namespace octet::kernels

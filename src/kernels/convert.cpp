@@ -26,8 +26,7 @@ void convert(const Tensor& src, const Tensor& dst, Overflow overflow) {
   if (src.numel() == 0) return;
   OCTET_CHECK(!src.empty() && !dst.empty(), "convert", "an operand has no data");
   if (src.device.is_cpu()) return cpu::convert(src, dst, overflow);
-  require_cuda("convert", src);
-  OCTET_CUDA_RETURN("convert", convert, src, dst, overflow);
+  OCTET_CUDA_RETURN("convert", src, convert, src, dst, overflow);
 }
 
 }  // namespace octet::kernels

@@ -26,7 +26,7 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
   OCTET_CHECK(vocab > 0, op, "logits ", logits.str(), " has no columns");
   if (device.is_cpu()) return cpu::cross_entropy(logits, targets, losses, dlogits, grad_scale);
   // The targets stay on the device: the kernel reports an out-of-range one as a NaN loss.
-  OCTET_CUDA_RETURN(op, cross_entropy, logits, targets, losses, dlogits, grad_scale);
+  OCTET_CUDA_RETURN(op, logits, cross_entropy, logits, targets, losses, dlogits, grad_scale);
 }
 
 }  // namespace octet::kernels

@@ -18,8 +18,7 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.data != b.data) check_no_overlap(op, "out", out, "b", b);
   if (a.numel() == 0) return;
   if (a.device.is_cpu()) return cpu::add(a, b, out);
-  require_cuda(op, a);
-  OCTET_CUDA_RETURN(op, add, a, b, out);
+  OCTET_CUDA_RETURN(op, a, add, a, b, out);
 }
 
 }  // namespace octet::kernels

@@ -15,8 +15,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   check_activation(op, "out", out, ids.numel(), table.cols(), device);
   if (out.numel() == 0) return;
   if (device.is_cpu()) return cpu::embedding_forward(ids, table, out);
-  require_cuda(op, table);
-  OCTET_CUDA_RETURN(op, embedding_forward, ids, table, out);
+  OCTET_CUDA_RETURN(op, table, embedding_forward, ids, table, out);
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable) {
@@ -28,8 +27,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   check_activation(op, "dout", dout, ids.numel(), dtable.cols(), device);
   if (dout.numel() == 0) return;
   if (device.is_cpu()) return cpu::embedding_backward(ids, dout, dtable);
-  require_cuda(op, dtable);
-  OCTET_CUDA_RETURN(op, embedding_backward, ids, dout, dtable);
+  OCTET_CUDA_RETURN(op, dtable, embedding_backward, ids, dout, dtable);
 }
 
 }  // namespace octet::kernels

@@ -85,8 +85,7 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
                             const GemmOptions& options) {
   const GemmDims dims = validate(a, b, c, options);
   if (a.device.is_cpu()) return cpu::gemm_workspace_bytes(a, b, c, options, dims);
-  require_cuda("gemm", a);
-  OCTET_CUDA_RETURN("gemm", gemm_workspace_bytes, a, b, c, options, dims);
+  OCTET_CUDA_RETURN("gemm", a, gemm_workspace_bytes, a, b, c, options, dims);
 }
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options) {
@@ -94,8 +93,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
   if (dims.m == 0 || dims.n == 0) return;
   OCTET_CHECK(!a.empty() && !b.empty() && !c.empty(), "gemm", "an operand has no data");
   if (a.device.is_cpu()) return cpu::gemm(a, b, c, options, dims);
-  require_cuda("gemm", a);
-  OCTET_CUDA_RETURN("gemm", gemm, a, b, c, options, dims);
+  OCTET_CUDA_RETURN("gemm", a, gemm, a, b, c, options, dims);
 }
 
 size_t gemm_cuda_plan_count() {

@@ -25,8 +25,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, con
   OCTET_CHECK(std::isfinite(eps) && eps >= 0.0f, op, "eps must be finite and >= 0, got ", eps);
   if (x.numel() == 0) return;
   if (device.is_cpu()) return cpu::rmsnorm_forward(x, weight, y, rstd, eps);
-  require_cuda(op, x);
-  OCTET_CUDA_RETURN(op, rmsnorm_forward, x, weight, y, rstd, eps);
+  OCTET_CUDA_RETURN(op, x, rmsnorm_forward, x, weight, y, rstd, eps);
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -47,8 +46,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   check_no_overlap(op, "dx", dx, "x", x);
   if (x.numel() == 0) return;
   if (device.is_cpu()) return cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight);
-  require_cuda(op, x);
-  OCTET_CUDA_RETURN(op, rmsnorm_backward, dy, x, weight, rstd, dx, dweight);
+  OCTET_CUDA_RETURN(op, x, rmsnorm_backward, dy, x, weight, rstd, dx, dweight);
 }
 
 }  // namespace octet::kernels

@@ -25,7 +25,7 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   }
   if (param.numel() == 0) return;
   if (param.device.is_cpu()) return cpu::adamw_step(param, grad, m, v, step, grad_sum_sq);
-  OCTET_CUDA_RETURN("adamw", adamw_step, param, grad, m, v, step, grad_sum_sq);
+  OCTET_CUDA_RETURN("adamw", param, adamw_step, param, grad, m, v, step, grad_sum_sq);
 }
 
 void sum_of_squares(const Tensor& x, const Tensor& out) {
@@ -35,7 +35,7 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
               "sum_of_squares", "out must be f32[1] on ", device_name(x.device), ", got ",
               out.str());
   if (x.device.is_cpu()) return cpu::sum_of_squares(x, out);
-  OCTET_CUDA_RETURN("sum_of_squares", sum_of_squares, x, out);
+  OCTET_CUDA_RETURN("sum_of_squares", x, sum_of_squares, x, out);
 }
 
 void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
@@ -44,7 +44,7 @@ void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
               "accumulate_sum", "out must be f32[1] on ", device_name(x.device), ", got ",
               out.str());
   if (x.device.is_cpu()) return cpu::accumulate_sum(x, out, scale);
-  OCTET_CUDA_RETURN("accumulate_sum", accumulate_sum, x, out, scale);
+  OCTET_CUDA_RETURN("accumulate_sum", x, accumulate_sum, x, out, scale);
 }
 
 }  // namespace octet::kernels

@@ -73,8 +73,7 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
               "power_of_two_scales applies to f32 scales; E8M0 scales are powers of two already");
   if (x.numel() == 0) return;
   if (x.device.is_cpu()) return cpu::quantize(x, out, o);
-  require_cuda(op, x);
-  OCTET_CUDA_RETURN(op, quantize, x, out, o);
+  OCTET_CUDA_RETURN(op, x, quantize, x, out, o);
 }
 
 void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, const Tensor& y) {
@@ -87,8 +86,7 @@ void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, con
   check_scales(op, "scale_inv", scale_inv, data.rows(), data.cols(), grid, data.device);
   if (data.numel() == 0) return;
   if (data.device.is_cpu()) return cpu::dequantize(data, scale_inv, grid, y);
-  require_cuda(op, data);
-  OCTET_CUDA_RETURN(op, dequantize, data, scale_inv, grid, y);
+  OCTET_CUDA_RETURN(op, data, dequantize, data, scale_inv, grid, y);
 }
 
 }  // namespace octet::kernels

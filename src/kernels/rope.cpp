@@ -32,8 +32,7 @@ void rope_forward(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_
   if (qkv.device.is_cpu()) {
     return cpu::rope(qkv, n_heads, n_kv_heads, head_dim, seq_len, theta, false);
   }
-  require_cuda(op, qkv);
-  OCTET_CUDA_RETURN(op, rope, qkv, n_heads, n_kv_heads, head_dim, seq_len, theta, false);
+  OCTET_CUDA_RETURN(op, qkv, rope, qkv, n_heads, n_kv_heads, head_dim, seq_len, theta, false);
 }
 
 void rope_backward(const Tensor& dqkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
@@ -44,8 +43,7 @@ void rope_backward(const Tensor& dqkv, int64_t n_heads, int64_t n_kv_heads, int6
   if (dqkv.device.is_cpu()) {
     return cpu::rope(dqkv, n_heads, n_kv_heads, head_dim, seq_len, theta, true);
   }
-  require_cuda(op, dqkv);
-  OCTET_CUDA_RETURN(op, rope, dqkv, n_heads, n_kv_heads, head_dim, seq_len, theta, true);
+  OCTET_CUDA_RETURN(op, dqkv, rope, dqkv, n_heads, n_kv_heads, head_dim, seq_len, theta, true);
 }
 
 }  // namespace octet::kernels

@@ -28,9 +28,8 @@ void delayed_scaling_update(const Tensor& history, const Tensor& scale, const Te
     return cpu::delayed_scaling_update(history, scale, scale_inv, fp8_max, nonfinite, reduce,
                                        margin);
   }
-  require_cuda(op, history);
-  OCTET_CUDA_RETURN(op, delayed_scaling_update, history, scale, scale_inv, fp8_max, nonfinite,
-                    reduce, margin);
+  OCTET_CUDA_RETURN(op, history, delayed_scaling_update, history, scale, scale_inv, fp8_max,
+                    nonfinite, reduce, margin);
 }
 
 }  // namespace octet::kernels

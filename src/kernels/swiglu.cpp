@@ -18,7 +18,7 @@ void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
   check_no_overlap(op, "out", out, "gate_up", gate_up);
   if (out.numel() == 0) return;
   if (gate_up.device.is_cpu()) return cpu::swiglu_forward(gate_up, out);
-  OCTET_CUDA_RETURN(op, swiglu_forward, gate_up, out);
+  OCTET_CUDA_RETURN(op, gate_up, swiglu_forward, gate_up, out);
 }
 
 void swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dgate_up) {
@@ -36,7 +36,7 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dg
   check_no_overlap(op, "dgate_up", dgate_up, "dout", dout);
   if (dout.numel() == 0) return;
   if (gate_up.device.is_cpu()) return cpu::swiglu_backward(dout, gate_up, dgate_up);
-  OCTET_CUDA_RETURN(op, swiglu_backward, dout, gate_up, dgate_up);
+  OCTET_CUDA_RETURN(op, gate_up, swiglu_backward, dout, gate_up, dgate_up);
 }
 
 }  // namespace octet::kernels

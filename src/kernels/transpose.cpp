@@ -24,8 +24,7 @@ void transpose(const Tensor& src, const Tensor& dst) {
               "src and dst overlap; transpose is out of place");
   if (src.numel() == 0) return;
   if (src.device.is_cpu()) return cpu::transpose(src, dst);
-  require_cuda("transpose", src);
-  OCTET_CUDA_RETURN("transpose", transpose, src, dst);
+  OCTET_CUDA_RETURN("transpose", src, transpose, src, dst);
 }
 
 }  // namespace octet::kernels

@@ -186,9 +186,13 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
     layer.gate_up = linear(d, 2 * f, base + 6);
     layer.down = linear(f, d, base + 9);  // the norm weights are bound in bind_linears()
   }
-  nn::LinearConfig head{
-      d,   config_.vocab_size, false, t, fp8 ? nn::Precision::bf16 : options_.precision, {}, device,
-      true};
+  nn::LinearConfig head;  // the LM head stays in bf16 under fp8 (DESIGN.md)
+  head.in_features = d;
+  head.out_features = config_.vocab_size;
+  head.max_tokens = t;
+  head.precision = fp8 ? nn::Precision::bf16 : options_.precision;
+  head.device = device;
+  head.shared_workspace = true;
   lm_head_ = std::make_unique<nn::Linear>(head);
   // The linears run one at a time on one stream: one GEMM workspace serves them all.
   size_t workspace_bytes = lm_head_->workspace_bytes();

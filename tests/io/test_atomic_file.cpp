@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "temp_dir.h"
 #include "testing.h"
 
 namespace octet {
@@ -18,28 +19,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
 class AtomicFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("octet_atomic_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return tmp_.file(name); }
   std::set<std::string> listing() const {
     std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) {
+    for (const auto& entry : fs::directory_iterator(tmp_.path())) {
       names.insert(entry.path().filename().string());
     }
     return names;
   }
 
-  fs::path dir_;
+  testing::TempDir tmp_;  // fresh per test, removed afterwards
 };
 
 std::vector<std::byte> bytes_of(const std::string& s) {
@@ -150,7 +141,8 @@ TEST_F(AtomicFileTest, ReadErrorsNameThePathAndTheOsError) {
   const std::string missing = path("missing.json");
   const std::string message = error_of([&] { read_file(missing); });
   EXPECT_EQ(message, "[io] cannot open " + missing + ": No such file or directory");
-  EXPECT_NE(error_of([&] { read_file(dir_.string()); }).find("is a directory"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_file(tmp_.path().string()); }).find("is a directory"),
+            std::string::npos);
 }
 
 }  // namespace

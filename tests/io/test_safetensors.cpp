@@ -1,7 +1,6 @@
 // tests/io/test_safetensors.cpp: safetensors round trips, the exact byte layout, and the
 // reader's rejection of malformed files with errors that name the file, tensor and field.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "temp_dir.h"
 #include "testing.h"
 
 namespace octet {
@@ -23,15 +23,7 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("octet_safetensors_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return tmp_.file(name); }
 
   // Writes a file with the given header text (the length field says `length`, by default the
   // header's size) followed by `data_bytes` zero bytes.
@@ -46,7 +38,7 @@ class SafetensorsTest : public ::testing::Test {
     return p;
   }
 
-  fs::path dir_;
+  testing::TempDir tmp_;  // fresh per test, removed afterwards
 };
 
 template <typename F>
@@ -193,7 +185,7 @@ TEST_F(SafetensorsTest, AFailedSaveLeavesTheLastGoodFileUntouched) {
   EXPECT_THROW(save_safetensors(p, {{"__metadata__", Tensor(w, DType::f32, {2})}}), Error);
   EXPECT_THROW(save_safetensors(p, {{"x", Tensor(nullptr, DType::f32, {2})}}), Error);
   EXPECT_EQ(read_file(p), good);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp_.path()), fs::directory_iterator()), 1);
 }
 
 // Each malformed file is rejected with a message naming the file and what is wrong with it.
