@@ -16,6 +16,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace octet::kernels::cuda::flash {
 
@@ -307,7 +308,7 @@ template <typename Kernel>
 void launch(const char* op, Kernel kernel, dim3 grid, size_t smem, const Params& p) {
   OCTET_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(smem)));
-  kernel<<<grid, kThreads, smem, stream()>>>(p);
+  launch_kernel(kernel, grid, kThreads, smem, stream(), p);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 
