@@ -1,9 +1,9 @@
 // kernels/cuda/attention.cu: causal GQA attention on CUDA devices. bf16 with head_dim 64
-// or 128 runs on the tensor-core kernels (attention_flash_forward.cu, attention_flash_backward.cu); everything else (f32, other
-// head dims, unaligned views) on the simple kernels here: one warp per query row (forward,
-// dq) or key row (dk, dv), each lane owning the columns c = lane (mod 32), fp32 math in
-// the CPU kernel's formulas and order of operations (two passes, max first), so that
-// both devices share one error analysis.
+// or 128 runs on the tensor-core kernels (attention_flash_forward.cu, attention_flash_backward.cu);
+// everything else (f32, other head dims, unaligned views) on the simple kernels here: one warp per
+// query row (forward, dq) or key row (dk, dv), each lane owning the columns c = lane (mod 32), fp32
+// math in the CPU kernel's formulas and order of operations (two passes, max first), so that both
+// devices share one error analysis.
 #include <cmath>
 #include <cstdint>
 
@@ -238,6 +238,7 @@ void simple_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, c
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                        const AttentionDims& dims, const Tensor& /*workspace*/) {
   check_limits("attention_forward", dims);
+  OCTET_CUDA_CHECK("attention_forward", cudaSetDevice(qkv.device.index));
   if (flash_attention_supported(dims, {qkv, out})) {
     return flash_attention_forward(qkv, out, lse, dims);
   }
@@ -249,6 +250,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
                         const Tensor& dqkv, const AttentionDims& dims,
                         const Tensor& /*workspace*/) {
   check_limits("attention_backward", dims);
+  OCTET_CUDA_CHECK("attention_backward", cudaSetDevice(qkv.device.index));
   if (flash_attention_supported(dims, {dout, qkv, out, dqkv})) {
     return flash_attention_backward(dout, qkv, out, lse, dqkv, dims);
   }
