@@ -236,6 +236,7 @@ void simple_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, c
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                        const AttentionDims& dims, const Tensor& /*workspace*/) {
   check_limits("attention_forward", dims);
+  OCTET_CUDA_CHECK("attention_forward", cudaSetDevice(qkv.device.index));
   if (flash_attention_supported(dims, {qkv, out})) {
     return flash_attention_forward(qkv, out, lse, dims);
   }
@@ -247,6 +248,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
                         const Tensor& dqkv, const AttentionDims& dims,
                         const Tensor& /*workspace*/) {
   check_limits("attention_backward", dims);
+  OCTET_CUDA_CHECK("attention_backward", cudaSetDevice(qkv.device.index));
   if (flash_attention_supported(dims, {dout, qkv, out, dqkv})) {
     return flash_attention_backward(dout, qkv, out, lse, dqkv, dims);
   }
