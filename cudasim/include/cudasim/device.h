@@ -220,6 +220,11 @@ inline double max(double a, double b) {
   return std::fmax(a, b);
 }
 
+// CUDA's math library puts the classification functions in the global namespace.
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+
 template <class T>
 T __ldg(const T* p) {
   return *p;
