@@ -18,6 +18,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/ptx.cuh"
 
 namespace octet::kernels::cuda::flash {
@@ -265,7 +266,7 @@ void launch(const char* op, Kernel kernel, dim3 grid, size_t smem, const Params&
       bytes = smem;
     }
   }
-  kernel<<<grid, kThreads, smem, stream()>>>(p);
+  launch_kernel(kernel, grid, kThreads, smem, stream(), p);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 

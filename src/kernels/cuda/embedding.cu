@@ -8,6 +8,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 #include "kernels/cuda/scratch.h"
 
@@ -264,9 +265,9 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const int bx = static_cast<int>(groups >= kThreads ? kThreads : (groups + 31) / 32 * 32);
   const dim3 block(bx, kThreads / bx);
   const bool vec = dim % kGroup == 0 && aligned16(table.data) && aligned16(out.data);
-  gather_kernel<<<blocks_for(tokens, static_cast<int>(block.y)), block, 0, stream()>>>(
-      ids.as<const int32_t>(), table.data, table.dtype == DType::bf16, out.data,
-      out.dtype == DType::bf16, tokens, table.rows(), dim, vec);
+  launch_kernel(gather_kernel, blocks_for(tokens, static_cast<int>(block.y)), block, 0, stream(),
+                ids.as<const int32_t>(), table.data, table.dtype == DType::bf16, out.data,
+                out.dtype == DType::bf16, tokens, table.rows(), dim, vec);
   OCTET_CUDA_CHECK_LAUNCH("embedding_forward");
 }
 
@@ -285,18 +286,18 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   if (tokens == 0) return;
   const int32_t* i = ids.as<const int32_t>();
   const unsigned blocks = blocks_for(tokens, kThreads);
-  segment_reset_kernel<<<blocks, kThreads, 0, stream()>>>(i, tokens, vocab);
+  launch_kernel(segment_reset_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  segment_count_kernel<<<blocks, kThreads, 0, stream()>>>(i, tokens, vocab);
+  launch_kernel(segment_count_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  segment_place_kernel<<<blocks, kThreads, 0, stream()>>>(i, tokens, vocab);
+  launch_kernel(segment_place_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  segment_fill_kernel<<<blocks, kThreads, 0, stream()>>>(i, tokens, vocab);
+  launch_kernel(segment_fill_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
   // One block per distinct id at most: blocks past the number of ids return at once.
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(slices));
-  segment_sum_kernel<<<grid, kScatterThreads, 0, stream()>>>(
-      i, dout.data, dout.dtype == DType::bf16, dtable.as<float>(), tokens, dim);
+  launch_kernel(segment_sum_kernel, grid, kScatterThreads, 0, stream(), i, dout.data,
+                dout.dtype == DType::bf16, dtable.as<float>(), tokens, dim);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 
