@@ -21,7 +21,8 @@ constexpr int kThreads = 256;  // every quantize kernel runs 256-thread blocks
 // Cross-block state of one quantize call, in static device memory (kernels never
 // allocate). Between calls every field is zero except `scale`: the last block of each
 // reducing kernel reads and clears it (block_finish), so calls must be stream-ordered,
-// as every octet kernel is (cuda::stream()).
+// as every octet kernel is (cuda::stream()); quantize() checks that with
+// claim_static_scratch (kernels/cuda/scratch.h).
 struct Scratch {
   unsigned amax_bits;    // max of |x| as bits (NaN > Inf > finite as unsigned)
   unsigned blocks_done;  // blocks of the running kernel that have added their share
