@@ -87,7 +87,7 @@ void launch_tiles(const Call& c, TileMode mode, int seg, const float* scale, boo
 // rows and columns, the tile pass, and the conversion of the amaxes into scale_inv.
 void launch_rows_transposed(const Call& c);
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(OCTET_CUDASIM)
 
 // ---- device helpers ------------------------------------------------------------
 
@@ -321,6 +321,6 @@ __device__ __forceinline__ void store_codes(uint8_t* data, int64_t rows, int64_t
   }
 }
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || OCTET_CUDASIM
 
 }  // namespace octet::kernels::cuda::qz
