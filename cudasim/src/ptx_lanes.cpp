@@ -78,21 +78,31 @@ std::array<uint32_t, 4> ldmatrix_lane(const std::array<const uint8_t*, 32>& rows
 }
 
 void mma_lane(const std::array<MmaOperands, 32>& ops, unsigned lane, float (&d)[4]) {
-  float a[16][16], b[16][8];
+  // Only the A rows and B columns of this lane's D elements, each taken from the lane and
+  // element that mma_a_coord / mma_b_coord place it at (every lane's elements are visited,
+  // so the layout is the documented one by construction).
+  const Coord d0 = mma_c_coord(lane, 0), d2 = mma_c_coord(lane, 2);
+  float a[2][16], b[16][2];  // rows d0.row and d2.row; columns d0.col and d0.col + 1
   for (unsigned l = 0; l < 32; ++l) {
     for (int i = 0; i < 8; ++i) {
       const Coord c = mma_a_coord(l, i);
-      a[c.row][c.col] = bf16_to_float(static_cast<uint16_t>(ops[l].a[i / 2] >> (16 * (i & 1))));
+      if (c.row != d0.row && c.row != d2.row) continue;
+      a[c.row == d0.row ? 0 : 1][c.col] =
+          bf16_to_float(static_cast<uint16_t>(ops[l].a[i / 2] >> (16 * (i & 1))));
     }
     for (int i = 0; i < 4; ++i) {
       const Coord c = mma_b_coord(l, i);
-      b[c.row][c.col] = bf16_to_float(static_cast<uint16_t>(ops[l].b[i / 2] >> (16 * (i & 1))));
+      if (c.col != d0.col && c.col != d0.col + 1) continue;
+      b[c.row][c.col - d0.col] =
+          bf16_to_float(static_cast<uint16_t>(ops[l].b[i / 2] >> (16 * (i & 1))));
     }
   }
   for (int i = 0; i < 4; ++i) {
     const Coord c = mma_c_coord(lane, i);
+    const float* arow = a[c.row == d0.row ? 0 : 1];
+    const int bcol = c.col - d0.col;
     float acc = d[i];
-    for (int k = 0; k < 16; ++k) acc = std::fma(a[c.row][k], b[k][c.col], acc);
+    for (int k = 0; k < 16; ++k) acc = std::fma(arow[k], b[k][bcol], acc);
     d[i] = acc;
   }
 }
