@@ -7,7 +7,6 @@
 
 #include "cudasim/device.h"
 #include "cudasim/thread.h"
-#include "state.h"
 
 namespace cudasim::ptx {
 namespace {
@@ -49,7 +48,7 @@ void cp_async(uint32_t dst, const void* src, int cp_size, int src_size) {
     if (reinterpret_cast<uintptr_t>(src) % static_cast<uintptr_t>(cp_size) != 0)
       fault(cudaErrorMisalignedAddress,
             "cp.async: global source not " + std::to_string(cp_size) + "-byte aligned");
-    if (detail::registry().find(src, static_cast<size_t>(src_size)) == nullptr)
+    if (!is_device_range(src, static_cast<size_t>(src_size)))
       fault(cudaErrorIllegalAddress, "cp.async: source is not device memory");
   }
   thread_cp_async_queue().issue(to, src, cp_size, src_size);
