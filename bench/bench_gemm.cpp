@@ -132,12 +132,12 @@ struct ModeRow {
   double quantize_seconds;
 };
 
-constexpr const char* kModes[] = {"tensor-current", "tensor-delayed", "row", "block", "mx"};
-
 std::vector<ModeRow> time_modes(Device device, const Operands& o, int64_t n, int reps) {
   std::vector<ModeRow> rows;
-  for (const char* mode : kModes) {
-    const fp8::Recipe recipe = fp8::recipe_from_name(mode);
+  for (const fp8::ScalingModeInfo& info : fp8::scaling_modes()) {
+    const char* mode = info.name;
+    fp8::Recipe recipe;
+    recipe.mode = info.mode;
     fp8::QuantizedTensor qa(device, n, n, recipe, fp8::Role::activation, false);
     fp8::QuantizedTensor qb(device, n, n, recipe, fp8::Role::weight, false);
     const bool delayed = recipe.mode == fp8::ScalingMode::tensor_delayed;

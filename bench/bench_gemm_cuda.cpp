@@ -193,7 +193,7 @@ Timings time_shape(Device device, const GemmShape& s, const Pools& pools, Buffer
   const Tensor a_src = pools.a.view(DType::bf16, {s.m, s.k});
   const Tensor b_src = pools.b.view(DType::bf16, {s.n, s.k});
   for (const char* mode : {"tensor-current", "tensor-delayed"}) {
-    const fp8::Recipe recipe = fp8::recipe_from_name(mode);
+    const fp8::Recipe recipe = fp8::Recipe::parse(mode);
     const bool delayed = recipe.mode == fp8::ScalingMode::tensor_delayed;
     fp8::QuantizedTensor qa(device, s.m, s.k, recipe, role_a(s.kind), false);
     fp8::QuantizedTensor qb(device, s.n, s.k, recipe, role_b(s.kind), false);
@@ -250,7 +250,7 @@ LayerTimings time_te_layer(Device device, const Pools& pools, Buffer& workspace,
   };
   const Linear linears[] = {{kTeHidden, kTeFfn}, {kTeFfn, kTeHidden}};
   const int64_t t = kTeTokens;
-  const fp8::Recipe recipe = fp8::recipe_from_name("tensor-current");
+  const fp8::Recipe recipe = fp8::Recipe::parse("tensor-current");
   LayerTimings lt;
   std::vector<std::function<void()>> bf16_steps, fp8_steps;
   std::vector<std::unique_ptr<fp8::QuantizedTensor>> keep;

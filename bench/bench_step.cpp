@@ -124,7 +124,7 @@ Result time_run(const Run& run, const Options& o) {
   train::TrainConfig tc;
   tc.model = config_file.path();
   tc.precision = run.precision;
-  if (!run.recipe.empty()) tc.recipe = run.recipe;
+  if (!run.recipe.empty()) tc.recipe = fp8::Recipe::parse(run.recipe);
   tc.device = device_name(o.device);
   tc.batch = run.batch;
   tc.seq_len = run.seq;
@@ -285,7 +285,7 @@ std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   const std::vector<std::string> recipes = cli::split_commas(args.get("recipe", "tensor-current"));
   OCTET_CHECK(!precisions.empty() && !recipes.empty(), "bench step",
               "--precision and --recipe need at least one name");
-  for (const std::string& r : recipes) fp8::recipe_from_name(r);  // fail early on a typo
+  for (const std::string& r : recipes) fp8::Recipe::parse(r);  // fail early on a typo
 
   std::vector<std::pair<std::string, model::LlamaConfig>> models;
   std::vector<long long> seqs, batches;

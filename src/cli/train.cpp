@@ -40,7 +40,7 @@ int train_main(const std::vector<std::string>& argv) {
   train::TrainConfig c;
   c.model = args.get("model", c.model);
   c.precision = nn::precision_from_name(args.get("precision", "bf16"));
-  c.recipe = args.get("fp8-recipe", c.recipe);
+  c.recipe = fp8::Recipe::parse(args.get("fp8-recipe", c.recipe.str()));
   c.device = args.get("device", c.device);
   c.data.source = args.get("data", c.data.source);
   c.data.markov_vocab = static_cast<int>(args.get_int("markov-vocab", c.data.markov_vocab));
@@ -73,7 +73,7 @@ int train_main(const std::vector<std::string>& argv) {
   std::printf("octet train: %s, %lld parameters, --precision %s%s, batch %lld x %lld tokens",
               c.model.c_str(), static_cast<long long>(m.parameter_count()),
               nn::precision_name(c.precision),
-              c.precision == nn::Precision::fp8 ? (" (" + c.recipe + ")").c_str() : "",
+              c.precision == nn::Precision::fp8 ? (" (" + c.recipe.str() + ")").c_str() : "",
               static_cast<long long>(c.batch), static_cast<long long>(m.options().seq_len));
   if (trainer.loss_floor()) std::printf(", loss floor %.4f nats", *trainer.loss_floor());
   std::printf("\n");

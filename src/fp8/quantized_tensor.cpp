@@ -29,6 +29,7 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
       grid_(recipe.grid(role)),
       role_(role),
       has_transpose_(with_transpose),
+      stateful_(recipe.stateful()),
       max_rows_(max_rows),
       cols_(cols) {
   OCTET_CHECK(max_rows >= 0 && cols >= 0, "quantized tensor", "negative shape [", max_rows, ", ",
@@ -75,6 +76,14 @@ void QuantizedTensor::set_rows(int64_t rows) {
   }
 }
 
+void QuantizedTensor::use_scaling_state(DelayedScalingState& state) {
+  if (!stateful_) return;
+  OCTET_CHECK(scaling_state_ == nullptr, "quantized tensor",
+              "this tensor has its scaling slot already");
+  scaling_slot_ = state.add_slot(format_);
+  scaling_state_ = &state;
+}
+
 void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
               DelayedScalingState* delayed, int slot) {
   OCTET_CHECK(recipe.format(q.role()) == q.format() && recipe.grid(q.role()) == q.grid(),
@@ -87,6 +96,10 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
   options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
   kernels::QuantizeOutputs out{q.data,        q.scale_inv, q.data_t,
                                q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor()};
+  if (delayed == nullptr) {
+    delayed = q.scaling_state();
+    slot = q.scaling_slot();
+  }
   if (recipe.mode == ScalingMode::tensor_delayed) {
     OCTET_CHECK(delayed != nullptr && slot >= 0 && slot < delayed->size(), "quantize",
                 "tensor-delayed scaling needs the tensor's delayed-scaling state and slot");

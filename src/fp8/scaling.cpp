@@ -11,16 +11,36 @@ size_t align64(size_t x) {
 }
 }  // namespace
 
-DelayedScalingState::DelayedScalingState(Device device, const DelayedScaling& options,
-                                         const std::vector<DType>& formats)
-    : options_(options), formats_(formats) {
+DelayedScalingState::DelayedScalingState(Device device, const DelayedScaling& options)
+    : options_(options), device_(device) {
   OCTET_CHECK(options.history_len >= 1, "delayed scaling", "history_len must be >= 1, got ",
               options.history_len);
-  for (DType f : formats) {
-    OCTET_CHECK(is_fp8(f), "delayed scaling", "tensor formats must be e4m3 or e5m2, got ",
-                dtype_name(f));
-  }
-  const size_t n = formats.size(), len = static_cast<size_t>(options.history_len);
+}
+
+DelayedScalingState::DelayedScalingState(Device device, const DelayedScaling& options,
+                                         const std::vector<DType>& formats)
+    : DelayedScalingState(device, options) {
+  for (DType f : formats) add_slot(f);
+  allocate();
+}
+
+int DelayedScalingState::add_slot(DType format) {
+  OCTET_CHECK(!allocated_, "delayed scaling",
+              "add_slot after allocate(): every tensor takes its slot before the state is "
+              "allocated");
+  OCTET_CHECK(is_fp8(format), "delayed scaling", "tensor formats must be e4m3 or e5m2, got ",
+              dtype_name(format));
+  formats_.push_back(format);
+  return size() - 1;
+}
+
+void DelayedScalingState::allocate() {
+  OCTET_CHECK(!allocated_, "delayed scaling", "allocate() called twice");
+  allocated_ = true;
+  if (formats_.empty()) return;
+  const Device device = device_;
+  const std::vector<DType>& formats = formats_;
+  const size_t n = formats.size(), len = static_cast<size_t>(options_.history_len);
   history_offset_ = 0;
   scale_offset_ = align64(n * len * 4);
   scale_inv_offset_ = scale_offset_ + align64(n * 4);
@@ -38,7 +58,14 @@ DelayedScalingState::DelayedScalingState(Device device, const DelayedScaling& op
   copy_bytes(nonfinite().data, device, &zero, Device::cpu(), 4);
 }
 
+std::vector<std::pair<std::string, Tensor>> DelayedScalingState::checkpoint_tensors() const {
+  if (size() == 0) return {};
+  return {{"fp8.amax_history", history()}, {"fp8.scale", scale_all()}};
+}
+
 Tensor DelayedScalingState::view(DType dtype, int64_t count, size_t offset) const {
+  OCTET_CHECK(allocated_, "delayed scaling",
+              "the state is used before allocate(): allocate it once every tensor has its slot");
   return storage_.view(dtype, {count}, offset);
 }
 
@@ -55,6 +82,8 @@ Tensor DelayedScalingState::amax_slot(int slot) const {
   return view(DType::f32, 1, 4 * static_cast<size_t>(slot) * options_.history_len);
 }
 Tensor DelayedScalingState::history() const {
+  OCTET_CHECK(allocated_, "delayed scaling",
+              "the state is used before allocate(): allocate it once every tensor has its slot");
   return storage_.view(DType::f32, {size(), options_.history_len}, history_offset_);
 }
 Tensor DelayedScalingState::scale_all() const {

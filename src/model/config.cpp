@@ -42,47 +42,58 @@ void LlamaConfig::validate(std::string_view where) const {
   OCTET_CHECK(rope_theta > 0.0, "config", w, ": rope_theta must be positive, got ", rope_theta);
 }
 
+namespace {
+
+// The named sizes: the defaults of LlamaConfig are "tiny".
+struct Preset {
+  const char* name;
+  LlamaConfig config;
+};
+const Preset kPresets[] = {
+    {"tiny", {}},  // 2 layers of width 64, vocabulary 256, sequences of 64
+    {"small",
+     {.vocab_size = 8192,
+      .hidden_size = 512,
+      .intermediate_size = 1376,
+      .num_hidden_layers = 6,
+      .num_attention_heads = 8,
+      .num_key_value_heads = 4,
+      .max_position_embeddings = 512}},
+    {"1b",  // TinyLlama-1.1B
+     {.vocab_size = 32000,
+      .hidden_size = 2048,
+      .intermediate_size = 5632,
+      .num_hidden_layers = 22,
+      .num_attention_heads = 32,
+      .num_key_value_heads = 4,
+      .max_position_embeddings = 2048}},
+    {"7b",  // LLaMA-2-7B
+     {.vocab_size = 32000,
+      .hidden_size = 4096,
+      .intermediate_size = 11008,
+      .num_hidden_layers = 32,
+      .num_attention_heads = 32,
+      .num_key_value_heads = 32,
+      .max_position_embeddings = 4096}},
+};
+
+}  // namespace
+
 LlamaConfig llama_config_by_name(std::string_view name) {
-  LlamaConfig c;
-  if (name == "tiny") {
-    return c;  // the defaults: 2 layers of width 64, vocabulary 256, sequences of 64
-  }
-  if (name == "small") {
-    c.vocab_size = 8192;
-    c.hidden_size = 512;
-    c.intermediate_size = 1376;
-    c.num_hidden_layers = 6;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 4;
-    c.max_position_embeddings = 512;
-    return c;
-  }
-  if (name == "1b") {  // TinyLlama-1.1B
-    c.vocab_size = 32000;
-    c.hidden_size = 2048;
-    c.intermediate_size = 5632;
-    c.num_hidden_layers = 22;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 4;
-    c.max_position_embeddings = 2048;
-    return c;
-  }
-  if (name == "7b") {  // LLaMA-2-7B
-    c.vocab_size = 32000;
-    c.hidden_size = 4096;
-    c.intermediate_size = 11008;
-    c.num_hidden_layers = 32;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 32;
-    c.max_position_embeddings = 4096;
-    return c;
+  for (const Preset& p : kPresets) {
+    if (name == p.name) return p.config;
   }
   OCTET_FAIL("config", "unknown model '", std::string(name), "'; expected one of ",
              llama_config_names(), " or a path to a config.json");
 }
 
 const char* llama_config_names() {
-  return "tiny, small, 1b, 7b";
+  static const std::string names = [] {
+    std::string s;
+    for (const Preset& p : kPresets) s += (s.empty() ? "" : ", ") + std::string(p.name);
+    return s;
+  }();
+  return names.c_str();
 }
 
 LlamaConfig llama_config_from_json(const Json& json, std::string_view where) {

@@ -52,10 +52,7 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     save_safetensors(temp_dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});
     write_json_file(temp_dir + "/config.json", model::llama_config_to_json(model.config()));
     std::vector<NamedTensor> trainer{{"adamw.m", m}, {"adamw.v", v}};
-    if (const fp8::DelayedScalingState* d = model.delayed_scaling()) {
-      trainer.push_back({"fp8.amax_history", d->history()});
-      trainer.push_back({"fp8.scale", d->scale_all()});
-    }
+    for (auto& [name, tensor] : model.scaling_state_tensors()) trainer.push_back({name, tensor});
     save_safetensors(temp_dir + "/trainer_state.safetensors", trainer);
     Json js = Json::object();
     js.set("step", state.step);
@@ -121,11 +118,8 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   const SafetensorsFile file = SafetensorsFile::open(step_dir + "/trainer_state.safetensors");
   file.read("adamw.m", m);
   file.read("adamw.v", v);
-  if (fp8::DelayedScalingState* d = model.delayed_scaling()) {
-    file.read("fp8.amax_history", d->history());
-    file.read("fp8.scale", d->scale_all());
-    d->refresh_scale_inv();
-  }
+  for (const auto& [name, tensor] : model.scaling_state_tensors()) file.read(name, tensor);
+  model.scaling_state_loaded();
   const std::string json_path = step_dir + "/trainer_state.json";
   const Json js = read_json_file(json_path);
   check_known_keys(js, {"step", "data_epoch", "data_index", "precision", "recipe", "parameters"},

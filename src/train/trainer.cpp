@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "data/synthetic.h"
 #include "fp8/recipe.h"
-#include "kernels/optimizer.h"
 #include "train/checkpoint.h"
 
 namespace octet::train {
@@ -48,7 +47,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   model::LlamaConfig mc = model::load_llama_config(config.model);
   model::ModelOptions options;
   options.precision = config.precision;
-  options.recipe = fp8::recipe_from_name(config.recipe);
+  options.recipe = config.recipe;
   options.batch = config.batch;
   options.seq_len = config.seq_len;
   options.device = device;
@@ -56,8 +55,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   const int64_t seq = model_->options().seq_len;
 
   // Data: the loaders run on the host; batches are copied to the device.
-  data::LoaderConfig train_lc{config.batch, seq, config.seed, true, 0, 1};
-  data::LoaderConfig val_lc{config.batch, seq, config.seed, false, 0, 1};
+  const data::LoaderConfig train_lc{
+      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = true};
+  const data::LoaderConfig val_lc{
+      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = false};
   if (config.data.source == "synthetic") {
     data::MarkovConfig markov;
     markov.vocab =
@@ -85,11 +86,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
                 ") exceeds the model's vocab_size (", mc.vocab_size, ")");
   }
 
-  const int64_t p = model_->parameter_count(), t = model_->tokens();
-  m_ = Buffer::for_tensor(device, DType::f32, {p});
-  v_ = Buffer::for_tensor(device, DType::f32, {p});
-  zero_bytes(m_.data(), device, m_.bytes());
-  zero_bytes(v_.data(), device, v_.bytes());
+  const int64_t t = model_->tokens();
+  optimizer_ = std::make_unique<Optimizer>(*model_, config);
   batch_ = Buffer(device, static_cast<size_t>(2 * t) * 4);
   inputs_ = batch_.view(DType::i32, {config.batch, seq}, 0);
   targets_ = batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
@@ -106,11 +104,11 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   if (config.resume) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
     const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
-                                           m_.tensor(DType::f32, {p}), v_.tensor(DType::f32, {p}));
-    OCTET_CHECK(s.precision == nn::precision_name(config.precision) &&
-                    s.recipe == fp8::recipe_from_name(config.recipe).str(),
-                "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
-                s.precision, " and recipe ", s.recipe, "; resume with the same settings");
+                                           optimizer_->m(), optimizer_->v());
+    OCTET_CHECK(
+        s.precision == nn::precision_name(config.precision) && s.recipe == config.recipe.str(),
+        "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
+        s.precision, " and recipe ", s.recipe, "; resume with the same settings");
     step_ = s.step;
     train_loader_->seek(s.data_position);
   } else {
@@ -140,7 +138,6 @@ static void load_batch(data::TokenLoader& loader, const Tensor& inputs, const Te
 StepRecord Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   model::Llama& m = *model_;
-  const int64_t p = m.parameter_count();
   const int64_t slot = step_ % window_;
   const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot) * 4);
   const Tensor sum_sq = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot + 1) * 4);
@@ -159,37 +156,12 @@ StepRecord Trainer::train_step() {
   }
   ++step_;
 
-  // Global gradient norm and clipping, read by AdamW on the device.
-  const Tensor grads = m.grads();
-  kernels::sum_of_squares(grads, sum_sq);
-  kernels::AdamWStep s;
-  s.lr = static_cast<float>(lr_at(config_, step_));
-  s.beta1 = static_cast<float>(config_.beta1);
-  s.beta2 = static_cast<float>(config_.beta2);
-  s.eps = static_cast<float>(config_.eps);
-  s.step = step_;
-  s.max_grad_norm = static_cast<float>(std::max(0.0, config_.grad_clip));
-  // Matrices (decayed) and norm weights (not) are two contiguous ranges.
-  const int64_t nd = m.decayed_count();
-  auto range = [&](const Buffer& b, int64_t begin, int64_t end) {
-    return b.view(DType::f32, {end - begin}, static_cast<size_t>(begin) * 4);
-  };
-  const Tensor all = m.master();
-  auto part = [&](const Tensor& t, int64_t begin, int64_t end) {
-    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
-  };
-  s.weight_decay = static_cast<float>(config_.weight_decay);
-  kernels::adamw_step(part(all, 0, nd), part(grads, 0, nd), range(m_, 0, nd), range(v_, 0, nd), s,
-                      sum_sq);
-  s.weight_decay = 0.0f;
-  kernels::adamw_step(part(all, nd, p), part(grads, nd, p), range(m_, nd, p), range(v_, nd, p), s,
-                      sum_sq);
-  m.sync_working_weights();
-  m.update_scaling();
+  const float lr = static_cast<float>(lr_at(config_, step_));
+  optimizer_->step(step_, lr, sum_sq);
 
   StepRecord r;
   r.step = step_;
-  r.lr = s.lr;
+  r.lr = lr;
   r.loss = r.grad_norm = std::nan("");
   // Host time to queue the step; read_back() replaces it with the measured rate.
   r.tokens_per_s = tokens / seconds_since(t0);
@@ -225,14 +197,12 @@ double Trainer::evaluate() {
 
 std::string Trainer::save() {
   OCTET_CHECK(!config_.out_dir.empty(), "train", "no --out directory to write checkpoints to");
-  const int64_t p = model_->parameter_count();
   TrainerState s;
   s.step = step_;
   s.data_position = train_loader_->position();
   s.precision = nn::precision_name(config_.precision);
-  s.recipe = fp8::recipe_from_name(config_.recipe).str();
-  return save_checkpoint(config_.out_dir, *model_, m_.tensor(DType::f32, {p}),
-                         v_.tensor(DType::f32, {p}), s);
+  s.recipe = config_.recipe.str();
+  return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
 }
 
 void Trainer::write_metrics(const StepRecord& r) {

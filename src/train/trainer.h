@@ -15,6 +15,7 @@
 #include "data/loader.h"
 #include "model/llama.h"
 #include "train/config.h"
+#include "train/optimizer.h"
 
 namespace octet::train {
 
@@ -64,7 +65,8 @@ class Trainer {
   std::unique_ptr<model::Llama> model_;
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
   std::optional<double> loss_floor_;
-  Buffer m_, v_, batch_, host_batch_;
+  std::unique_ptr<Optimizer> optimizer_;
+  Buffer batch_, host_batch_;
   // Per step, on the device: the mean loss and the gradients' sum of squares, for the
   // last window_ steps (slot (step - 1) % window_), read back together.
   Buffer stats_;

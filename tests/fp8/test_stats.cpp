@@ -163,7 +163,7 @@ TEST_P(ReadStatsOnDevice, RowScalingReportsAmaxScaleRangeAndFlushedValues) {
   }
   x[0 * cols + 5] = 1e-6f;
   x[2 * cols + 3] = -1e-3f;
-  const fp8::Recipe recipe = fp8::recipe_from_name("row");
+  const fp8::Recipe recipe = fp8::Recipe::parse("row");
   Buffer x_buf;
   const Tensor tx = upload(device, x_buf, x, rows, cols);
   fp8::QuantizedTensor q(device, rows, cols, recipe, fp8::Role::activation, false);
@@ -202,7 +202,7 @@ TEST_P(ReadStatsOnDevice, MxScalesArePowersOfTwoFromEachBlocksAmax) {
     for (int i = 0; i < 32; ++i) x[b * 32 + i] = (rng() & 1 ? 1.0f : -1.0f) * mag(rng);
     x[b * 32 + 31] = block_amax[b];
   }
-  const fp8::Recipe recipe = fp8::recipe_from_name("mx");
+  const fp8::Recipe recipe = fp8::Recipe::parse("mx");
   Buffer x_buf;
   const Tensor tx = upload(device, x_buf, x, 1, 128);
   fp8::QuantizedTensor q(device, 1, 128, recipe, fp8::Role::weight, false);
@@ -223,7 +223,7 @@ TEST_P(ReadStatsOnDevice, AStaleDelayedScaleShowsUpAsSaturation) {
   // A fresh delayed-scaling state quantizes with scale 1: the three values of 1000 (and
   // -600) go past 448 and saturate, and the amax recorded is 1000.
   fp8::DelayedScalingState state(device, {16, fp8::AmaxCompute::max, 0}, {DType::e4m3});
-  const fp8::Recipe recipe = fp8::recipe_from_name("tensor-delayed");
+  const fp8::Recipe recipe = fp8::Recipe::parse("tensor-delayed");
   std::vector<float> x(4 * 32);
   std::uniform_real_distribution<float> uniform(-400.0f, 400.0f);
   for (float& v : x) v = uniform(rng);

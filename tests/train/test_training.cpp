@@ -52,7 +52,7 @@ TEST(Training, ResumingAfterCtrlCContinuesWithTheSameLosses) {
   // fp8 with delayed scaling: the run with the most state to carry over (AdamW moments,
   // data position, amax histories and scales).
   TrainConfig c = tiny_run(model, nn::Precision::fp8, 16);
-  c.recipe = "tensor-delayed";
+  c.recipe = fp8::Recipe::parse("tensor-delayed");
   c.eval_every = 4;
 
   std::vector<double> straight;
