@@ -38,8 +38,8 @@ usage: octet bench step [flags]
   --seq S[,S...]             tokens per sequence (default: the model's max_position_embeddings;
                              sweep: 1024,2048,4096,8192)
   --precision P[,P...]       fp32, bf16, fp8 (default bf16,fp8)
-  --recipe R[,R...]          FP8 recipes of the fp8 runs: tensor-current, tensor-delayed, row,
-                             block, mx (optionally :e4m3) (default tensor-current)
+  --recipe R[,R...]          FP8 recipes of the fp8 runs (default tensor-current), each
+                             written as below
   --warmup W --steps N       untimed, then timed steps per run (default 3 and 10)
   --peak-tflops X            the peak MFU is measured against (default on cuda: 989.4, the
                              H100/H200 dense bf16 tensor-core peak; on cpu: none, no MFU)
@@ -445,6 +445,7 @@ int run(const cli::Args& args) {
 int bench_step_main(const std::vector<std::string>& args) {
   if (std::find(args.begin(), args.end(), "--help") != args.end()) {
     std::fputs(kHelp, stdout);
+    std::printf("\nFP8 recipes:\n%s", fp8::recipe_syntax("  ").c_str());
     return 0;
   }
   const cli::Args parsed("bench step", args,

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/buffer.h"
+#include "core/arena.h"
 #include "fp8/recipe.h"
 #include "fp8/scaling.h"
 #include "kernels/quantize.h"
@@ -56,7 +56,8 @@ class QuantizedTensor {
   Tensor counts;       // i32[2]: saturated, flushed to zero (of data)
 
  private:
-  Buffer storage_;
+  Arena storage_;  // data and data_t unless shared, the scales, amax and counts
+  Arena::Region scale_region_ = -1, scale_t_region_ = -1;
   void* data_base_ = nullptr;    // where data lives: storage_ or the shared scratch
   void* data_t_base_ = nullptr;  // likewise for data_t
   DType format_ = DType::e4m3;
@@ -68,8 +69,6 @@ class QuantizedTensor {
   DelayedScalingState* scaling_state_ = nullptr;
   int scaling_slot_ = -1;
   int64_t max_rows_ = 0, rows_ = 0, cols_ = 0;
-  size_t data_offset_ = 0, scale_offset_ = 0, data_t_offset_ = 0, scale_t_offset_ = 0;
-  size_t amax_offset_ = 0, counts_offset_ = 0;
 };
 
 // Quantizes x [rows, cols] (f32 or bf16) into q, which must have been made for the

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/buffer.h"
+#include "core/arena.h"
 #include "fp8/recipe.h"
 
 namespace octet::fp8 {
@@ -67,14 +67,14 @@ class DelayedScalingState {
   void checkpoint_loaded() { refresh_scale_inv(); }
 
  private:
-  Tensor view(DType dtype, int64_t count, size_t offset) const;
+  Tensor whole(Arena::Region region) const;
+  Tensor element(Arena::Region region, int slot, int64_t stride) const;
   DelayedScaling options_;
   std::vector<DType> formats_;
   Device device_;
   bool allocated_ = false;
-  Buffer storage_;
-  size_t history_offset_ = 0, scale_offset_ = 0, scale_inv_offset_ = 0, fp8_max_offset_ = 0,
-         nonfinite_offset_ = 0;
+  Arena storage_;
+  Arena::Region history_ = -1, scale_ = -1, scale_inv_ = -1, fp8_max_ = -1, nonfinite_ = -1;
 };
 
 }  // namespace octet::fp8

@@ -69,7 +69,7 @@ void Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_scal
   // The loss, and (for training) its gradient written over the logits.
   kernels::cross_entropy(a.logits, targets, a.losses, grad_scale != 0.0f ? a.logits : Tensor(),
                          grad_scale);
-  kernels::accumulate_sum(a.losses, loss_sum, loss_weight);
+  kernels::add_scaled_sum(a.losses, loss_sum, loss_weight);
 }
 
 void Llama::backward() {

@@ -99,7 +99,11 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   // A GPU runs ahead of the host: reading a step's loss would make it wait, so the
   // numbers of log_every steps are read together. The CPU has nothing to wait for.
   window_ = device.is_cpu() ? 1 : std::max<int64_t>(1, config.log_every);
-  stats_ = Buffer(device, static_cast<size_t>(2 * window_ + 1) * 4);  // + the eval loss
+  stats_ = Arena(device);
+  step_loss_ = stats_.add("step loss", DType::f32, {window_});
+  step_grad_sum_sq_ = stats_.add("step gradient sum of squares", DType::f32, {window_});
+  eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
+  stats_.allocate();
 
   if (config.resume) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
@@ -139,8 +143,9 @@ StepRecord Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   model::Llama& m = *model_;
   const int64_t slot = step_ % window_;
-  const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot) * 4);
-  const Tensor sum_sq = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot + 1) * 4);
+  const size_t at = static_cast<size_t>(slot) * 4;
+  const Tensor loss = stats_.view(step_loss_, DType::f32, {1}, at);
+  const Tensor sum_sq = stats_.view(step_grad_sum_sq_, DType::f32, {1}, at);
   zero_bytes(loss.data, loss.device, 4);
   // FP8 saturation counts cost a little in every quantization: count them only in the
   // steps whose statistics the metrics report (those that end with an evaluation).
@@ -171,19 +176,22 @@ StepRecord Trainer::train_step() {
 void Trainer::read_back(std::vector<StepRecord>& records) {
   OCTET_CHECK(static_cast<int64_t>(records.size()) <= window_, "train", "read_back of ",
               records.size(), " steps, but only the last ", window_, " are kept");
-  std::vector<float> stats(static_cast<size_t>(2 * window_));
-  copy_bytes(stats.data(), Device::cpu(), stats_.data(), stats_.device(), stats.size() * 4);
+  std::vector<float> losses(static_cast<size_t>(window_)), sums_sq(losses.size());
+  copy_bytes(losses.data(), Device::cpu(), stats_.tensor(step_loss_).data, stats_.device(),
+             losses.size() * 4);
+  copy_bytes(sums_sq.data(), Device::cpu(), stats_.tensor(step_grad_sum_sq_).data, stats_.device(),
+             sums_sq.size() * 4);
   for (StepRecord& r : records) {
     const size_t slot = static_cast<size_t>((r.step - 1) % window_);
-    r.loss = stats[2 * slot];
-    r.grad_norm = std::sqrt(static_cast<double>(stats[2 * slot + 1]));
+    r.loss = losses[slot];
+    r.grad_norm = std::sqrt(static_cast<double>(sums_sq[slot]));
   }
 }
 
 double Trainer::evaluate() {
   val_loader_->seek({0, 0});
   const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
-  const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * window_) * 4);
+  const Tensor loss = stats_.tensor(eval_loss_);
   zero_bytes(loss.data, loss.device, 4);
   const double weight = 1.0 / static_cast<double>(model_->tokens() * batches);
   for (int64_t i = 0; i < batches; ++i) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/buffer.h"
 #include "data/loader.h"
 #include "model/llama.h"
@@ -69,7 +70,8 @@ class Trainer {
   Buffer batch_, host_batch_;
   // Per step, on the device: the mean loss and the gradients' sum of squares, for the
   // last window_ steps (slot (step - 1) % window_), read back together.
-  Buffer stats_;
+  Arena stats_;
+  Arena::Region step_loss_ = -1, step_grad_sum_sq_ = -1, eval_loss_ = -1;
   int64_t window_ = 1;
   Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;
