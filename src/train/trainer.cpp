@@ -1,6 +1,7 @@
 // train/trainer.cpp: the training loop, one optimizer step at a time.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -109,10 +110,13 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
     const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
                                            optimizer_->m(), optimizer_->v());
-    OCTET_CHECK(
-        s.precision == nn::precision_name(config.precision) && s.recipe == config.recipe.str(),
-        "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
-        s.precision, " and recipe ", s.recipe, "; resume with the same settings");
+    // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
+    std::string stored_recipe = s.recipe;
+    std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');
+    OCTET_CHECK(s.precision == nn::precision_name(config.precision) &&
+                    fp8::Recipe::parse(stored_recipe) == config.recipe,
+                "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
+                s.precision, " and recipe ", s.recipe, "; resume with the same settings");
     step_ = s.step;
     train_loader_->seek(s.data_position);
   } else {

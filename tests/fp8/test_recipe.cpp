@@ -165,6 +165,7 @@ TEST(Recipe, EachModeHasTheScaleGridOfItsDesign) {
       {"block", {1, 128, false}, {128, 128, false}, {1, 128, false}},
       {"mx", {1, 32, true}, {1, 32, true}, {1, 32, true}},
   };
+  ASSERT_EQ(std::size(expected), fp8::scaling_modes().size()) << "a mode without its grid here";
   for (const auto& e : expected) {
     for (const char* suffix : {"", ":e4m3"}) {
       const Recipe r = fp8::Recipe::parse(std::string(e.name) + suffix);
