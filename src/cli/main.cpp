@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "bench.h"
+#include "cli/bench/bench.h"
 #include "core/device.h"
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-// bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
+// cli/bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
 // after its name and returns the process exit code.
 // defines: bench_gemm_main, bench_gemm_cuda, bench_step_main, bench_attention_main,
 //          bench_quantize_main

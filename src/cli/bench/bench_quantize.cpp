@@ -1,4 +1,4 @@
-// bench/bench_quantize.cpp: `octet bench quantize`: the bytes per second of each FP8
+// cli/bench/bench_quantize.cpp: `octet bench quantize`: the bytes per second of each FP8
 // quantize variant (every scale grid, with and without the transposed copy) on one
 // device, next to what a plain copy of the input achieves there.
 #include <omp.h>
@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -152,11 +151,7 @@ int run(const cli::Args& args) {
   const DType fp8 = dtype_from_name(args.get("fp8", "e4m3"));
   OCTET_CHECK(is_fp8(fp8), kOp, "--fp8 takes e4m3 or e5m2");
   const bool counts = args.has("counts");
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), kOp, "cannot write --json file '", args.get("json", ""), "'");
-  }
+  JsonLines json(args.get("json", ""), kOp);
 
   std::printf("octet bench quantize: %s, %s -> %s, amax output%s, median of %d batches\n",
               device_name(device).c_str(), dtype_name(in), dtype_name(fp8),
@@ -247,16 +242,21 @@ int run(const cli::Args& args) {
                     v.name, transposed ? "yes" : "no", bytes * 1e-6, seconds * 1e6, gbs,
                     gbs / copy_gbs, x_reads);
         std::fflush(stdout);
-        if (json.is_open()) {
-          json << "{\"bench\":\"quantize\",\"device\":\"" << device_name(device)
-               << "\",\"rows\":" << rows << ",\"cols\":" << cols << ",\"input\":\""
-               << dtype_name(in) << "\",\"fp8\":\"" << dtype_name(fp8) << "\",\"variant\":\""
-               << v.name << "\",\"transposed\":" << (transposed ? "true" : "false")
-               << ",\"counts\":" << (counts ? "true" : "false") << ",\"bytes\":" << bytes
-               << ",\"seconds\":" << seconds << ",\"gb_per_s\":" << gbs
-               << ",\"copy_gb_per_s\":" << copy_gbs << ",\"fraction_of_copy\":" << gbs / copy_gbs
-               << ",\"x_reads\":" << x_reads << "}\n";
-        }
+        json.write({{"bench", "quantize"},
+                    {"device", device_name(device)},
+                    {"rows", rows},
+                    {"cols", cols},
+                    {"input", dtype_name(in)},
+                    {"fp8", dtype_name(fp8)},
+                    {"variant", v.name},
+                    {"transposed", transposed},
+                    {"counts", counts},
+                    {"bytes", bytes},
+                    {"seconds", seconds},
+                    {"gb_per_s", gbs},
+                    {"copy_gb_per_s", copy_gbs},
+                    {"fraction_of_copy", gbs / copy_gbs},
+                    {"x_reads", x_reads}});
       }
     }
   }

@@ -1,11 +1,10 @@
-// bench/bench_attention.cpp: `octet bench attention`: times the causal GQA attention
+// cli/bench/bench_attention.cpp: `octet bench attention`: times the causal GQA attention
 // forward pass, backward pass and both on one device, in TFLOP/s of the causal FLOPs
 // (forward 4 B S^2 Hq hd / 2: two S x S x hd products over half of the score matrix;
 // backward 2.5x that: five products), on LLaMA-like shapes. bench/torch_attention.py
 // times torch's scaled_dot_product_attention on the same shapes and reads our --json.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <sstream>
@@ -148,12 +147,7 @@ int run(const cli::Args& args) {
                  "pass --shapes (e.g. 1x512x8x2x64)\n");
     return 1;
   }
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), "bench attention", "cannot write --json file '", args.get("json", ""),
-                "'");
-  }
+  JsonLines json(args.get("json", ""), "bench attention");
   std::printf(
       "octet bench attention: %s, %s, causal, median of >= %d calls after a 0.25 s warm-up\n",
       device_name(device).c_str(), dtype_name(dtype), reps);
@@ -172,16 +166,20 @@ int run(const cli::Args& args) {
     std::printf("%-38s | %-20s | %-20s | %-20s\n", s.str().c_str(), cell(f, t.forward).c_str(),
                 cell(b, t.backward).c_str(), cell(f + b, t.both).c_str());
     std::fflush(stdout);
-    if (json.is_open()) {
-      json << "{\"bench\":\"attention\",\"device\":\"" << device_name(device) << "\",\"dtype\":\""
-           << dtype_name(dtype) << "\",\"batch\":" << s.batch << ",\"seq_len\":" << s.seq_len
-           << ",\"n_heads\":" << s.n_heads << ",\"n_kv_heads\":" << s.n_kv_heads
-           << ",\"head_dim\":" << s.head_dim << ",\"fwd_seconds\":" << t.forward
-           << ",\"bwd_seconds\":" << t.backward << ",\"fwd_bwd_seconds\":" << t.both
-           << ",\"fwd_tflops\":" << f / t.forward * 1e-12
-           << ",\"bwd_tflops\":" << b / t.backward * 1e-12
-           << ",\"fwd_bwd_tflops\":" << (f + b) / t.both * 1e-12 << "}\n";
-    }
+    json.write({{"bench", "attention"},
+                {"device", device_name(device)},
+                {"dtype", dtype_name(dtype)},
+                {"batch", s.batch},
+                {"seq_len", s.seq_len},
+                {"n_heads", s.n_heads},
+                {"n_kv_heads", s.n_kv_heads},
+                {"head_dim", s.head_dim},
+                {"fwd_seconds", t.forward},
+                {"bwd_seconds", t.backward},
+                {"fwd_bwd_seconds", t.both},
+                {"fwd_tflops", f / t.forward * 1e-12},
+                {"bwd_tflops", b / t.backward * 1e-12},
+                {"fwd_bwd_tflops", (f + b) / t.both * 1e-12}});
   }
   return 0;
 }

@@ -1,4 +1,4 @@
-// bench/bench_step.cpp: `octet bench step`: whole training steps (Trainer::train_step: data,
+// cli/bench/bench_step.cpp: `octet bench step`: whole training steps (Trainer::train_step: data,
 // forward, backward, clipping, AdamW, weight sync, scaling update) timed in bf16 and in fp8
 // under each recipe: tokens/s, step time, model TFLOP/s, MFU, peak device memory and the
 // FP8/BF16 speedup, for one model or a sweep of hidden size x batch x sequence length.
@@ -57,7 +57,7 @@ What the numbers mean:
   tokens/s    batch x seq / step time
   TFLOP/s     model FLOPs / step time, model FLOPs = 6 x (transformer matmul weights + LM head)
               x tokens + causal attention 6 x layers x seq x hidden x tokens, the same for
-              bf16 and fp8 (bench/step_model.h derives it); recomputation is not counted
+              bf16 and fp8 (src/cli/bench/step_model.h derives it); recomputation is not counted
   MFU         TFLOP/s / --peak-tflops, bf16 and fp8 alike (so fp8's MFU can exceed bf16's)
   peak GiB    the most device memory octet held as Buffers during the run, counted from
               before the Trainer is built: parameters, gradients, AdamW state, activations,
@@ -241,32 +241,32 @@ void print_sweep_tables(const std::vector<Run>& runs, const std::vector<Result>&
 
 Json run_json(const Run& run, const Result& r, const Options& o) {
   Json j = Json::object();
-  j.set("model", run.label);
-  j.set("hidden_size", run.config.hidden_size);
-  j.set("num_hidden_layers", run.config.num_hidden_layers);
-  j.set("intermediate_size", run.config.intermediate_size);
-  j.set("num_attention_heads", run.config.num_attention_heads);
-  j.set("num_key_value_heads", run.config.num_key_value_heads);
-  j.set("vocab_size", run.config.vocab_size);
-  j.set("batch", run.batch);
-  j.set("seq", run.seq);
-  j.set("precision", nn::precision_name(run.precision));
-  j.set("recipe", run.recipe.empty() ? Json() : Json(run.recipe));
-  j.set("tokens_per_step", run.batch * run.seq);
-  j.set("model_flops_per_step", step_model_flops(run.config, run.batch, run.seq));
-  j.set("error", r.error.empty() ? Json() : Json(r.error));
+  j["model"] = run.label;
+  j["hidden_size"] = run.config.hidden_size;
+  j["num_hidden_layers"] = run.config.num_hidden_layers;
+  j["intermediate_size"] = run.config.intermediate_size;
+  j["num_attention_heads"] = run.config.num_attention_heads;
+  j["num_key_value_heads"] = run.config.num_key_value_heads;
+  j["vocab_size"] = run.config.vocab_size;
+  j["batch"] = run.batch;
+  j["seq"] = run.seq;
+  j["precision"] = nn::precision_name(run.precision);
+  j["recipe"] = run.recipe.empty() ? Json() : Json(run.recipe);
+  j["tokens_per_step"] = run.batch * run.seq;
+  j["model_flops_per_step"] = step_model_flops(run.config, run.batch, run.seq);
+  j["error"] = r.error.empty() ? Json() : Json(r.error);
   const bool ok = r.error.empty();
-  auto number = [&](double x) { return ok && std::isfinite(x) ? Json(x) : Json(); };
-  j.set("parameters", ok ? Json(r.parameters) : Json());
-  j.set("init_seconds", number(r.init_seconds));
-  j.set("step_seconds", number(r.step_seconds));
-  j.set("tokens_per_s", number(r.tokens_per_s));
-  j.set("model_tflops", number(r.tflops));
-  j.set("mfu", o.peak_tflops ? number(r.tflops / *o.peak_tflops) : Json());
-  j.set("peak_bytes", ok ? Json(static_cast<int64_t>(r.peak_bytes)) : Json());
-  j.set("loss", number(r.loss));
-  j.set("speedup_vs_bf16", r.speedup ? Json(*r.speedup) : Json());
-  j.set("peak_bytes_vs_bf16", r.memory_ratio ? Json(*r.memory_ratio) : Json());
+  auto number = [&](double x) { return ok ? json_finite_or_null(x) : Json(); };
+  j["parameters"] = ok ? Json(r.parameters) : Json();
+  j["init_seconds"] = number(r.init_seconds);
+  j["step_seconds"] = number(r.step_seconds);
+  j["tokens_per_s"] = number(r.tokens_per_s);
+  j["model_tflops"] = number(r.tflops);
+  j["mfu"] = o.peak_tflops ? number(r.tflops / *o.peak_tflops) : Json();
+  j["peak_bytes"] = ok ? Json(static_cast<int64_t>(r.peak_bytes)) : Json();
+  j["loss"] = number(r.loss);
+  j["speedup_vs_bf16"] = r.speedup ? Json(*r.speedup) : Json();
+  j["peak_bytes_vs_bf16"] = r.memory_ratio ? Json(*r.memory_ratio) : Json();
   return j;
 }
 
@@ -369,7 +369,7 @@ int run(const cli::Args& args) {
     model::LlamaConfig c = runs.front().config;
     for (const Run& r : runs)
       c.max_position_embeddings = std::max(c.max_position_embeddings, r.seq);
-    std::printf("%s\n", model::llama_config_to_json(c).dump(2).c_str());
+    std::printf("%s\n", json_dump(model::llama_config_to_json(c), 2).c_str());
     return 0;
   }
   OCTET_CHECK(!o.device.is_cuda() || cuda_available(), "bench step",
@@ -425,15 +425,15 @@ int run(const cli::Args& args) {
 
   if (o.json) {
     Json doc = Json::object();
-    doc.set("bench", "step");
-    doc.set("device", device_name(o.device));
-    doc.set("warmup", o.warmup);
-    doc.set("steps", o.steps);
-    doc.set("peak_tflops", o.peak_tflops ? Json(*o.peak_tflops) : Json());
+    doc["bench"] = "step";
+    doc["device"] = device_name(o.device);
+    doc["warmup"] = o.warmup;
+    doc["steps"] = o.steps;
+    doc["peak_tflops"] = o.peak_tflops ? Json(*o.peak_tflops) : Json();
     Json list = Json::array();
     for (size_t i = 0; i < runs.size(); ++i) list.push_back(run_json(runs[i], results[i], o));
-    doc.set("runs", std::move(list));
-    std::printf("%s\n", doc.dump(2).c_str());
+    doc["runs"] = std::move(list);
+    std::printf("%s\n", json_dump(doc, 2).c_str());
   } else if (o.sweep) {
     print_sweep_tables(runs, results);
   }

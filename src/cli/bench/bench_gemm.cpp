@@ -1,11 +1,10 @@
-// bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
+// cli/bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
 // OpenBLAS sgemm beside them on the CPU), the FP8 GEMM under each scaling mode with and
 // without the quantization of its operands, and the FP8 conversions of one device.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -218,11 +217,7 @@ int run(const cli::Args& args) {
   }
   const char* engine =
       device.is_cpu() ? kernels::cpu::gemm_impl_name(kernels::cpu::gemm_impl()) : "cuda";
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), "bench gemm", "cannot write --json file '", args.get("json", ""), "'");
-  }
+  JsonLines json(args.get("json", ""), "bench gemm");
 
   std::printf(
       "octet bench gemm: %s, %d threads, engine %s, median of >= %d calls after a 0.25 s warm-up\n",
@@ -250,24 +245,28 @@ int run(const cli::Args& args) {
                 cell(n, bf16).c_str(), cell(n, fp8).c_str(), cell(n, blas).c_str(), speedup,
                 fp8_ratio);
     std::fflush(stdout);
-    for (const Row& r : rows) {
-      if (!json.is_open()) break;
-      json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
-           << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"" << r.dtype << "\",\"out\":\""
-           << r.out << "\",\"impl\":\"" << r.impl
-           << "\",\"mode\":\"none\",\"threads\":" << omp_get_max_threads()
-           << ",\"seconds\":" << r.seconds
-           << ",\"quantize_seconds\":0,\"gflops\":" << gflops(n, r.seconds) << "}\n";
-    }
+    const auto record = [&](const char* dtype, const char* out, const char* impl, const char* mode,
+                            double seconds, double quantize_seconds) {
+      Json j = {{"bench", "gemm"},
+                {"device", device_name(device)},
+                {"m", n},
+                {"n", n},
+                {"k", n},
+                {"dtype", dtype},
+                {"out", out},
+                {"impl", impl},
+                {"mode", mode},
+                {"threads", omp_get_max_threads()},
+                {"seconds", seconds},
+                {"quantize_seconds", quantize_seconds},
+                {"gflops", gflops(n, seconds)}};
+      return j;
+    };
+    for (const Row& r : rows) json.write(record(r.dtype, r.out, r.impl, "none", r.seconds, 0.0));
     for (const ModeRow& r : mode_rows.back().second) {
-      if (!json.is_open()) break;
-      json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
-           << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"e4m3\",\"out\":\"bf16\",\"impl\":\""
-           << engine << "\",\"mode\":\"" << r.mode << "\",\"threads\":" << omp_get_max_threads()
-           << ",\"seconds\":" << r.gemm_seconds << ",\"quantize_seconds\":" << r.quantize_seconds
-           << ",\"gflops\":" << gflops(n, r.gemm_seconds)
-           << ",\"gflops_with_quantize\":" << gflops(n, r.gemm_seconds + r.quantize_seconds)
-           << "}\n";
+      Json j = record("e4m3", "bf16", engine, r.mode, r.gemm_seconds, r.quantize_seconds);
+      j["gflops_with_quantize"] = gflops(n, r.gemm_seconds + r.quantize_seconds);
+      json.write(j);
     }
   }
   std::printf(
@@ -303,11 +302,14 @@ int run(const cli::Args& args) {
     for (const auto& r : bench_convert(threads > 0 ? threads : omp_get_max_threads())) {
       std::printf("%-6s -> %-6s | %12lld | %7d | %10.6f | %8.2f\n", r.from.c_str(), r.to.c_str(),
                   static_cast<long long>(r.elements), r.threads, r.seconds, r.gb_per_s);
-      if (json.is_open())
-        json << "{\"bench\":\"convert\",\"device\":\"cpu\",\"from\":\"" << r.from.c_str()
-             << "\",\"to\":\"" << r.to.c_str() << "\",\"elements\":" << r.elements
-             << ",\"threads\":" << r.threads << ",\"seconds\":" << r.seconds
-             << ",\"gb_per_s\":" << r.gb_per_s << "}\n";
+      json.write({{"bench", "convert"},
+                  {"device", "cpu"},
+                  {"from", r.from},
+                  {"to", r.to},
+                  {"elements", r.elements},
+                  {"threads", r.threads},
+                  {"seconds", r.seconds},
+                  {"gb_per_s", r.gb_per_s}});
     }
   }
   return 0;
