@@ -1,11 +1,8 @@
 // cli/train.cpp: `octet train` (a training run from flags) and `octet sample`
 // (tokens from a checkpoint).
-#include <algorithm>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -13,6 +10,7 @@
 #include "core/error.h"
 #include "io/json.h"
 #include "model/llama.h"
+#include "model/sample.h"
 #include "nn/precision.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -117,41 +115,17 @@ int sample_main(const std::vector<std::string>& argv) {
   model::Llama m(config, options);
   train::load_model_weights(dir, m);
 
-  // The prompt: comma-separated token ids.
-  std::vector<int32_t> tokens;
-  const std::vector<long long> prompt = args.get_int_list("prompt", {0});
-  for (long long id : prompt) {
-    OCTET_CHECK(id >= 0 && id < config.vocab_size, "sample", "prompt token ", id,
+  std::vector<int32_t> prompt;
+  for (long long id : args.get_int_list("prompt", {0})) {
+    OCTET_CHECK(id >= INT32_MIN && id <= INT32_MAX, "sample", "prompt token ", id,
                 " is outside the vocabulary [0, ", config.vocab_size, ")");
-    tokens.push_back(static_cast<int32_t>(id));
+    prompt.push_back(static_cast<int32_t>(id));
   }
-  const int64_t s = m.options().seq_len, n = args.get_int("tokens", 32);
-  const double temperature = args.get_double("temperature", 1.0);
-  std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("seed", 0)));
-  std::vector<int32_t> window(static_cast<size_t>(s)), none(static_cast<size_t>(s), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    // The last s tokens, left-aligned; positions after them cannot affect earlier logits.
-    const size_t start = tokens.size() > static_cast<size_t>(s) ? tokens.size() - s : 0;
-    const size_t len = tokens.size() - start;
-    std::fill(window.begin(), window.end(), 0);
-    std::copy(tokens.begin() + start, tokens.end(), window.begin());
-    m.forward(Tensor(window.data(), DType::i32, {1, s}), Tensor(none.data(), DType::i32, {1, s}),
-              0.0f);
-    const float* logits = m.logits().as<const float>() + (len - 1) * config.vocab_size;
-    int32_t next = 0;
-    if (temperature <= 0.0) {
-      for (int64_t v = 1; v < config.vocab_size; ++v) next = logits[v] > logits[next] ? v : next;
-    } else {
-      double max = logits[0], total = 0.0;
-      for (int64_t v = 1; v < config.vocab_size; ++v) max = std::max<double>(max, logits[v]);
-      std::vector<double> p(static_cast<size_t>(config.vocab_size));
-      for (int64_t v = 0; v < config.vocab_size; ++v)
-        total += p[v] = std::exp((logits[v] - max) / temperature);
-      double u = static_cast<double>(rng() >> 11) * 0x1p-53 * total;
-      for (next = 0; next + 1 < config.vocab_size && u >= p[next]; ++next) u -= p[next];
-    }
-    tokens.push_back(next);
-  }
+  const std::vector<int32_t> tokens =
+      model::sample(m, prompt,
+                    {.tokens = args.get_int("tokens", 32),
+                     .temperature = args.get_double("temperature", 1.0),
+                     .seed = static_cast<uint64_t>(args.get_int("seed", 0))});
   for (size_t i = 0; i < tokens.size(); ++i) std::printf("%s%d", i ? "," : "", tokens[i]);
   std::printf("\n");
   return 0;

@@ -21,7 +21,6 @@
 #include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
 #include "fp8/scaling.h"
-#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 
 #if defined(OCTET_HAVE_OPENBLAS)
@@ -212,11 +211,9 @@ int run(const cli::Args& args) {
   if (engine_flag != "auto") {
     OCTET_CHECK(engine_flag == "onednn" || engine_flag == "reference", "bench gemm",
                 "--impl takes auto, onednn or reference, got '", engine_flag, "'");
-    kernels::cpu::set_gemm_impl(engine_flag == "onednn" ? kernels::cpu::GemmImpl::onednn
-                                                        : kernels::cpu::GemmImpl::reference);
+    kernels::set_cpu_gemm_engine(engine_flag);
   }
-  const char* engine =
-      device.is_cpu() ? kernels::cpu::gemm_impl_name(kernels::cpu::gemm_impl()) : "cuda";
+  const char* engine = device.is_cpu() ? kernels::cpu_gemm_engine() : "cuda";
   JsonLines json(args.get("json", ""), "bench gemm");
 
   std::printf(
