@@ -1,35 +1,39 @@
-// cli/bench/bench.h: the `octet bench ...` subcommands. Each takes the arguments
-// after its name and returns the process exit code.
-// defines: bench_gemm_main, bench_gemm_cuda, bench_step_main, bench_attention_main,
-//          bench_quantize_main
+// cli/bench/bench.h: the `octet bench ...` subcommands (gemm, step, attention, quantize),
+// each declared with its flags in its own file.
+// defines: add_bench_commands, add_bench_gemm, add_bench_step, add_bench_attention,
+//          add_bench_quantize, BenchGemmOptions, bench_gemm_cuda
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "cli/command.h"
 
 namespace octet::bench {
 
-// octet bench gemm --device cpu|cuda [--sizes 256,512,...] [--json FILE] [--reps N]
-//   CPU:  [--threads N] [--impl auto|onednn|reference]
-//   CUDA: [--max-size N] [--suite square,llama,te]
-int bench_gemm_main(const std::vector<std::string>& args);
+// Adds `octet bench` and its subcommands.
+void add_bench_commands(cli::Commands& commands, CLI::App& octet);
 
-// octet bench step --device cpu|cuda --model tiny|small|1b|7b|config.json [--layers N]
-//                  [--batch B,...] [--seq S,...] [--precision bf16,fp8] [--recipe R,...]
-//                  [--warmup W] [--steps N] [--json] [--sweep] [--print-hf-config]
-// Times whole training steps; returns 1 when a run failed (the others are still reported).
-int bench_step_main(const std::vector<std::string>& args);
+void add_bench_gemm(cli::Commands& commands, CLI::App& bench);       // bench_gemm.cpp
+void add_bench_step(cli::Commands& commands, CLI::App& bench);       // bench_step.cpp
+void add_bench_attention(cli::Commands& commands, CLI::App& bench);  // bench_attention.cpp
+void add_bench_quantize(cli::Commands& commands, CLI::App& bench);   // bench_quantize.cpp
 
-// octet bench attention [--device cuda|cpu] [--dtype bf16|f32] [--shapes BxSxHqxHkvxhd,...]
-//                       [--reps N] [--json FILE]
-int bench_attention_main(const std::vector<std::string>& args);
-// octet bench quantize --device cpu|cuda [--shapes 4096x4096,...] [--input bf16|f32]
-//                      [--fp8 e4m3|e5m2] [--counts] [--reps N] [--json FILE]
-int bench_quantize_main(const std::vector<std::string>& args);
+// The flags of `octet bench gemm`; the CPU and the CUDA halves read them.
+struct BenchGemmOptions {
+  std::string device = "cpu";
+  std::vector<long long> sizes;                                 // empty: the device's default list
+  std::string json;                                             // empty: no --json file
+  int threads = 0;                                              // CPU threads (0: all cores)
+  int reps = 0;                                                 // 0: the device's default
+  std::string impl = "auto";                                    // CPU engine
+  long long max_size = 16384;                                   // cuda: leave out larger squares
+  std::vector<std::string> suites = {"square", "llama", "te"};  // cuda
+  bool max_size_given = false, suite_given = false;
+};
+
 // The CUDA half of bench gemm (bench_gemm_cuda.cpp): bf16 vs FP8 on squares, LLaMA-2
 // 7B/13B linear shapes and Transformer Engine's H200 layer. Returns the exit code.
-int bench_gemm_cuda(const cli::Args& args);
+int bench_gemm_cuda(const BenchGemmOptions& options);
 
 }  // namespace octet::bench

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -13,7 +14,6 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "cli/args.h"
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
@@ -129,25 +129,29 @@ Timing time_shape(Device device, DType dtype, const Shape5& s, int reps) {
   return t;
 }
 
-int run(const cli::Args& args) {
-  const Device device = device_from_name(args.get("device", "cuda"));
-  const std::string dtype_flag = args.get("dtype", "bf16");
-  OCTET_CHECK(dtype_flag == "bf16" || dtype_flag == "f32", "bench attention",
-              "--dtype takes bf16 or f32, got '", dtype_flag, "'");
-  const DType dtype = dtype_flag == "bf16" ? DType::bf16 : DType::f32;
-  const int reps = static_cast<int>(args.get_int("reps", 10));
-  OCTET_CHECK(reps >= 1, "bench attention", "--reps must be at least 1, got ", reps);
+struct Options {
+  std::string device = "cuda";
+  std::string dtype = "bf16";
+  std::vector<Shape5> shapes;  // empty: kDefaultShapes
+  int reps = 10;
+  std::string json;
+};
+
+int run(const Options& args) {
+  const Device device = device_from_name(args.device);
+  const DType dtype = args.dtype == "bf16" ? DType::bf16 : DType::f32;
+  const int reps = args.reps;
   const std::vector<Shape5> shapes =
-      args.has("shapes")
-          ? parse_shapes(args.get("shapes", ""))
+      !args.shapes.empty()
+          ? args.shapes
           : std::vector<Shape5>(std::begin(kDefaultShapes), std::end(kDefaultShapes));
-  if (device.is_cpu() && !args.has("shapes")) {
+  if (device.is_cpu() && args.shapes.empty()) {
     std::fprintf(stderr,
                  "octet bench attention: the default shapes take minutes per call on a CPU; "
                  "pass --shapes (e.g. 1x512x8x2x64)\n");
     return 1;
   }
-  JsonLines json(args.get("json", ""), "bench attention");
+  JsonLines json(args.json, "bench attention");
   std::printf(
       "octet bench attention: %s, %s, causal, median of >= %d calls after a 0.25 s warm-up\n",
       device_name(device).c_str(), dtype_name(dtype), reps);
@@ -186,9 +190,22 @@ int run(const cli::Args& args) {
 
 }  // namespace
 
-int bench_attention_main(const std::vector<std::string>& args) {
-  const cli::Args parsed("bench attention", args, {"device", "dtype", "shapes", "reps", "json"});
-  return run(parsed);
+void add_bench_attention(cli::Commands& commands, CLI::App& bench) {
+  auto o = std::make_shared<Options>();
+  CLI::App* a =
+      commands.add(bench, "attention",
+                   "time causal GQA attention forward, backward and both (TFLOP/s); "
+                   "bench/torch_attention.py --ours FILE compares torch with the --json records",
+                   [o] { return run(*o); });
+  a->add_option("--device", o->device, "cuda, cuda:N or cpu")
+      ->check(cli::parses_with(device_from_name, "DEVICE"));
+  a->add_option("--dtype", o->dtype, "the dtype of q, k, v and the output")
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  cli::add_parsed(*a, "--shapes", o->shapes, parse_shapes,
+                  "BxSxHqxHkvxhd,... (default 16k tokens: B=8 S=2048 and B=2 S=8192, Hq=32, "
+                  "Hkv=8 and 32, hd=128 and 64)");
+  a->add_option("--reps", o->reps, "timed calls per cell, at least")->check(cli::at_least(1));
+  a->add_option("--json", o->json, "also write one JSON record per shape to this file");
 }
 
 }  // namespace octet::bench

@@ -353,26 +353,22 @@ Json json_record(Device device, const GemmShape& s, const char* dtype, DType a, 
 
 }  // namespace
 
-int bench_gemm_cuda(const cli::Args& args) {
-  const Device device = device_from_name(args.get("device", "cuda"));
+int bench_gemm_cuda(const BenchGemmOptions& args) {
+  const Device device = device_from_name(args.device);
   OCTET_CHECK(cuda_compiled(), kOp,
               "this octet was built without CUDA; reconfigure where nvcc is found");
   OCTET_CHECK(device.index < cuda_device_count(), kOp, device_name(device),
               " is not available: this machine has ", cuda_device_count(), " usable GPU(s)");
-  const long long max_size = args.get_int("max-size", 16384);
   std::vector<long long> sizes;
-  for (long long n : args.get_int_list("sizes", {1024, 2048, 4096, 8192, 16384}))
-    if (n <= max_size) sizes.push_back(n);
+  for (long long n :
+       args.sizes.empty() ? std::vector<long long>{1024, 2048, 4096, 8192, 16384} : args.sizes)
+    if (n <= args.max_size) sizes.push_back(n);
   for (long long n : sizes)
     OCTET_CHECK(n >= 16 && n % 16 == 0, kOp,
                 "sizes must be multiples of 16 (FP8 needs K % 16 == 0), got ", n);
-  const int reps = static_cast<int>(args.get_int("reps", 5));
-  OCTET_CHECK(reps >= 1, kOp, "--reps must be at least 1, got ", reps);
-  const std::vector<std::string> suites = cli::split_commas(args.get("suite", "square,llama,te"));
-  for (const std::string& s : suites)
-    OCTET_CHECK(s == "square" || s == "llama" || s == "te", kOp,
-                "--suite takes square, llama and te (comma-separated), got '", s, "'");
-  JsonLines json(args.get("json", ""), kOp);
+  const int reps = args.reps > 0 ? args.reps : 5;
+  const std::vector<std::string>& suites = args.suites;
+  JsonLines json(args.json, kOp);
   const std::vector<GemmShape> shapes = make_shapes(suites, sizes);
   const bool te = std::find(suites.begin(), suites.end(), "te") != suites.end();
 

@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "bench_util.h"
-#include "cli/args.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
@@ -28,30 +28,7 @@
 namespace octet::bench {
 namespace {
 
-constexpr const char* kHelp = R"(octet bench step: time whole training steps in bf16 and fp8
-
-usage: octet bench step [flags]
-  --device cpu|cuda          (default cpu)
-  --model tiny|small|1b|7b|config.json   (default tiny)
-  --layers N                 override num_hidden_layers (the 7B-shaped runs use 8)
-  --batch B[,B...]           sequences per step (default 8; sweep: 1,4)
-  --seq S[,S...]             tokens per sequence (default: the model's max_position_embeddings;
-                             sweep: 1024,2048,4096,8192)
-  --precision P[,P...]       fp32, bf16, fp8 (default bf16,fp8)
-  --recipe R[,R...]          FP8 recipes of the fp8 runs: tensor-current, tensor-delayed, row,
-                             block, mx (optionally :e4m3) (default tensor-current)
-  --warmup W --steps N       untimed, then timed steps per run (default 3 and 10)
-  --peak-tflops X            the peak MFU is measured against (default on cuda: 989.4, the
-                             H100/H200 dense bf16 tensor-core peak; on cpu: none, no MFU)
-  --json                     print one JSON document on stdout (progress goes to stderr)
-  --sweep                    a model per --hidden size (default 1024,2048,4096,8192): FFN by
-                             LLaMA's rule, heads of 128, vocab 32000, --layers (default 2);
-                             prints the FP8/BF16 speedup table of hidden x batch x seq
-  --print-hf-config          print the config.json of the model (with --layers, and
-                             max_position_embeddings = the largest --seq) and exit: what
-                             bench/hf_step.py and bench/step_compare.py read
-
-What the numbers mean:
+constexpr const char* kFooter = R"(What the numbers mean:
   step ms     wall time of one optimizer step: the mean over the timed steps, the device
               synchronised before the first and after the last (never inside the loop)
   tokens/s    batch x seq / step time
@@ -91,6 +68,19 @@ struct Options {
   int64_t warmup = 3, steps = 10;
   std::optional<double> peak_tflops;
   bool json = false, sweep = false;
+};
+
+// The flags as given; what is absent takes a default that depends on the others.
+struct Flags {
+  std::string device = "cpu";
+  std::string model = "tiny";
+  int64_t layers = 0;
+  std::vector<long long> batch, seq, hidden;
+  std::vector<std::string> precision = {"bf16", "fp8"}, recipe = {"tensor-current"};
+  int64_t warmup = 3, steps = 10;
+  double peak_tflops = 0.0;
+  bool json = false, sweep = false, print_hf_config = false;
+  bool model_given = false, layers_given = false, peak_given = false;
 };
 
 // A temporary config.json that the Trainer reads (it takes a model name or a path).
@@ -272,9 +262,9 @@ Json run_json(const Run& run, const Result& r, const Options& o) {
 
 // The runs: for each model x seq x batch (one cell), bf16 first, then the other precisions
 // as given, fp8 once per recipe.
-std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
+std::vector<Run> make_runs(const Flags& args, const Options& o) {
   std::vector<nn::Precision> precisions;
-  for (const std::string& p : cli::split_commas(args.get("precision", "bf16,fp8"))) {
+  for (const std::string& p : args.precision) {
     const nn::Precision precision = nn::precision_from_name(p);
     if (std::find(precisions.begin(), precisions.end(), precision) == precisions.end())
       precisions.push_back(precision);
@@ -282,37 +272,35 @@ std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   // bf16 first: the other runs of a cell are compared with it as they finish.
   std::stable_partition(precisions.begin(), precisions.end(),
                         [](nn::Precision p) { return p == nn::Precision::bf16; });
-  const std::vector<std::string> recipes = cli::split_commas(args.get("recipe", "tensor-current"));
+  const std::vector<std::string>& recipes = args.recipe;
   OCTET_CHECK(!precisions.empty() && !recipes.empty(), "bench step",
               "--precision and --recipe need at least one name");
-  for (const std::string& r : recipes) fp8::recipe_from_name(r);  // fail early on a typo
 
   std::vector<std::pair<std::string, model::LlamaConfig>> models;
   std::vector<long long> seqs, batches;
+  const auto or_default = [](const std::vector<long long>& given, std::vector<long long> fallback) {
+    return given.empty() ? fallback : given;
+  };
   if (o.sweep) {
-    OCTET_CHECK(!args.has("model"), "bench step", "--sweep builds its own models; use --hidden");
-    const long long layers = args.get_int("layers", 2);
-    for (long long hidden : args.get_int_list("hidden", {1024, 2048, 4096, 8192})) {
+    OCTET_CHECK(!args.model_given, "bench step", "--sweep builds its own models; use --hidden");
+    const int64_t layers = args.layers_given ? args.layers : 2;
+    for (long long hidden : or_default(args.hidden, {1024, 2048, 4096, 8192})) {
       OCTET_CHECK(hidden >= 128 && hidden % 128 == 0, "bench step",
                   "--hidden sizes must be multiples of 128 (heads of 128), got ", hidden);
       models.emplace_back("h" + std::to_string(hidden), sweep_config(hidden, layers, 1));
     }
-    seqs = args.get_int_list("seq", {1024, 2048, 4096, 8192});
-    batches = args.get_int_list("batch", {1, 4});
+    seqs = or_default(args.seq, {1024, 2048, 4096, 8192});
+    batches = or_default(args.batch, {1, 4});
   } else {
-    OCTET_CHECK(!args.has("hidden"), "bench step", "--hidden is for --sweep");
-    const std::string name = args.get("model", "tiny");
-    model::LlamaConfig c = model::load_llama_config(name);
-    if (args.has("layers")) c.num_hidden_layers = args.get_int("layers", 0);
-    std::string label = std::filesystem::path(name).stem().string();
-    if (args.has("layers")) label += "/" + std::to_string(c.num_hidden_layers) + "L";
+    OCTET_CHECK(args.hidden.empty(), "bench step", "--hidden is for --sweep");
+    model::LlamaConfig c = model::load_llama_config(args.model);
+    if (args.layers_given) c.num_hidden_layers = args.layers;
+    std::string label = std::filesystem::path(args.model).stem().string();
+    if (args.layers_given) label += "/" + std::to_string(c.num_hidden_layers) + "L";
     models.emplace_back(label, c);
-    seqs = args.get_int_list("seq", {c.max_position_embeddings});
-    batches = args.get_int_list("batch", {8});
+    seqs = or_default(args.seq, {c.max_position_embeddings});
+    batches = or_default(args.batch, {8});
   }
-  for (long long s : seqs) OCTET_CHECK(s >= 1, "bench step", "--seq must be positive, got ", s);
-  for (long long b : batches)
-    OCTET_CHECK(b >= 1, "bench step", "--batch must be positive, got ", b);
 
   std::vector<Run> runs;
   int cell = 0;
@@ -347,24 +335,22 @@ std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   return runs;
 }
 
-int run(const cli::Args& args) {
+int run(const Flags& args) {
   Options o;
-  o.device = device_from_name(args.get("device", "cpu"));
-  o.warmup = args.get_int("warmup", 3);
-  o.steps = args.get_int("steps", 10);
-  o.json = args.has("json");
-  o.sweep = args.has("sweep");
-  OCTET_CHECK(o.warmup >= 0 && o.steps >= 1, "bench step",
-              "--warmup must be >= 0 and --steps >= 1, got ", o.warmup, " and ", o.steps);
-  if (args.has("peak-tflops")) {
-    o.peak_tflops = args.get_double("peak-tflops", 0.0);
+  o.device = device_from_name(args.device);
+  o.warmup = args.warmup;
+  o.steps = args.steps;
+  o.json = args.json;
+  o.sweep = args.sweep;
+  if (args.peak_given) {
+    o.peak_tflops = args.peak_tflops;
     OCTET_CHECK(*o.peak_tflops > 0.0, "bench step", "--peak-tflops must be positive");
   } else if (o.device.is_cuda()) {
     o.peak_tflops = kHopperBf16DenseTflops;
   }
   const std::vector<Run> runs = make_runs(args, o);
 
-  if (args.has("print-hf-config")) {
+  if (args.print_hf_config) {
     OCTET_CHECK(!o.sweep, "bench step", "--print-hf-config takes one model, not --sweep");
     model::LlamaConfig c = runs.front().config;
     for (const Run& r : runs)
@@ -442,18 +428,59 @@ int run(const cli::Args& args) {
 
 }  // namespace
 
-int bench_step_main(const std::vector<std::string>& args) {
-  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  const cli::Args parsed("bench step", args,
-                         {"device", "model", "layers", "batch", "seq", "precision", "recipe",
-                          "warmup", "steps", "peak-tflops", "hidden"},
-                         {"json", "sweep", "print-hf-config"});
-  OCTET_CHECK(parsed.positional().empty(), "bench step", "unexpected argument '",
-              parsed.positional().front(), "'; see octet bench step --help");
-  return run(parsed);
+void add_bench_step(cli::Commands& commands, CLI::App& bench) {
+  auto f = std::make_shared<Flags>();
+  CLI::App* b = commands.add(bench, "step",
+                             "time whole training steps in bf16 and fp8: tokens/s, step time, "
+                             "model TFLOP/s, MFU, peak memory, FP8/BF16 speedup",
+                             [f] { return run(*f); });
+  b->footer(kFooter);
+  b->add_option("--device", f->device, "cpu, cuda or cuda:N")
+      ->check(cli::parses_with(device_from_name, "DEVICE"));
+  CLI::Option* model =
+      b->add_option("--model", f->model, "tiny, small, 1b, 7b or a config.json path");
+  CLI::Option* layers =
+      b->add_option("--layers", f->layers,
+                    "override num_hidden_layers (the 7B-shaped runs use 8; sweep default 2)")
+          ->check(cli::at_least(1));
+  b->add_option("--batch", f->batch, "sequences per step, B[,B...] (default 8; sweep: 1,4)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  b->add_option("--seq", f->seq,
+                "tokens per sequence, S[,S...] (default: the model's max_position_embeddings; "
+                "sweep: 1024,2048,4096,8192)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  b->add_option("--precision", f->precision, "P[,P...] of fp32, bf16, fp8")
+      ->delimiter(',')
+      ->check(cli::parses_with(nn::precision_from_name, "PRECISION"));
+  b->add_option("--recipe", f->recipe,
+                "FP8 recipes of the fp8 runs, R[,R...]: tensor-current, tensor-delayed, row, "
+                "block, mx (optionally :e4m3)")
+      ->delimiter(',')
+      ->check(cli::parses_with(fp8::recipe_from_name, "RECIPE"));
+  b->add_option("--warmup", f->warmup, "untimed steps per run")->check(cli::at_least(0));
+  b->add_option("--steps", f->steps, "timed steps per run")->check(cli::at_least(1));
+  CLI::Option* peak = b->add_option("--peak-tflops", f->peak_tflops,
+                                    "the peak MFU is measured against (default on cuda: 989.4, "
+                                    "the H100/H200 dense bf16 tensor-core peak; cpu: no MFU)")
+                          ->check(cli::at_least(0));
+  b->add_option("--hidden", f->hidden,
+                "--sweep: hidden sizes, multiples of 128 (default 1024,2048,4096,8192)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  b->add_flag("--json", f->json, "print one JSON document on stdout (progress goes to stderr)");
+  b->add_flag("--sweep", f->sweep,
+              "a model per --hidden size: FFN by LLaMA's rule, heads of 128, vocab 32000, "
+              "--layers; prints the FP8/BF16 speedup table of hidden x batch x seq");
+  b->add_flag("--print-hf-config", f->print_hf_config,
+              "print the config.json of the model (with --layers, and max_position_embeddings = "
+              "the largest --seq) and exit: what bench/hf_step.py and bench/step_compare.py read");
+  b->parse_complete_callback([f, model, layers, peak] {
+    f->model_given = model->count() > 0;
+    f->layers_given = layers->count() > 0;
+    f->peak_given = peak->count() > 0;
+  });
 }
 
 }  // namespace octet::bench
