@@ -116,7 +116,11 @@ int run_command_line(CLI::App& app, const Commands& commands, std::vector<std::s
   } catch (const CLI::Success& e) {  // --help (the help of the command asked) or --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return usage_error(chosen(app), e.what());
+    // An unknown flag explains the rest ("--imput" leaves --input missing): it goes first.
+    const CLI::App* command = chosen(app);
+    const std::vector<std::string> leftover = command->remaining();
+    return usage_error(command, leftover.empty() ? std::string(e.what())
+                                                 : leftover_message(command, leftover.front()));
   }
   const CLI::App* command = chosen(app);
   const std::vector<std::string> leftover = command->remaining();
