@@ -103,7 +103,7 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
         return text;
       },
       "FP8 recipe under --precision fp8: tensor-current, tensor-delayed, row, block or mx, "
-      "optionally :e4m3 (all formats E4M3)")
+      "then optionally :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3)")
       ->default_str(c->recipe);
   t->add_option("--data", c->data.source,
                 "synthetic (the built-in Markov corpus) or a directory of token shards");

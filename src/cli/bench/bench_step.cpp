@@ -456,7 +456,7 @@ void add_bench_step(cli::Commands& commands, CLI::App& bench) {
       ->check(cli::parses_with(nn::precision_from_name, "PRECISION"));
   b->add_option("--recipe", f->recipe,
                 "FP8 recipes of the fp8 runs, R[,R...]: tensor-current, tensor-delayed, row, "
-                "block, mx (optionally :e4m3)")
+                "block, mx (then optionally :hybrid or :e4m3)")
       ->delimiter(',')
       ->check(cli::parses_with(fp8::recipe_from_name, "RECIPE"));
   b->add_option("--warmup", f->warmup, "untimed steps per run")->check(cli::at_least(0));
