@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/json.h"
+#include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 
@@ -55,12 +55,12 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     for (auto& [name, tensor] : model.scaling_state_tensors()) trainer.push_back({name, tensor});
     save_safetensors(temp_dir + "/trainer_state.safetensors", trainer);
     Json js = Json::object();
-    js.set("step", state.step);
-    js.set("data_epoch", static_cast<int64_t>(state.data_position.epoch));
-    js.set("data_index", static_cast<int64_t>(state.data_position.index));
-    js.set("precision", state.precision);
-    js.set("recipe", state.recipe);
-    js.set("parameters", model.parameter_count());
+    js["step"] = state.step;
+    js["data_epoch"] = static_cast<int64_t>(state.data_position.epoch);
+    js["data_index"] = static_cast<int64_t>(state.data_position.index);
+    js["precision"] = state.precision;
+    js["recipe"] = state.recipe;
+    js["parameters"] = model.parameter_count();
     write_json_file(temp_dir + "/trainer_state.json", js);
     fsync_directory(temp_dir);
     // A checkpoint of the same step written before (a re-run) is replaced whole.

@@ -123,14 +123,11 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     model_->init_weights(config.seed);
   }
   if (!config.metrics.empty()) {
-    metrics_ = std::fopen(config.metrics.c_str(), config.resume ? "a" : "w");
-    OCTET_CHECK(metrics_ != nullptr, "train", config.metrics, ": cannot open the metrics file");
+    metrics_ = MetricsFile(config.metrics, config.resume);
   }
 }
 
-Trainer::~Trainer() {
-  if (metrics_) std::fclose(metrics_);
-}
+Trainer::~Trainer() = default;
 
 // One batch from a host loader onto the model's device. The copy from pageable host
 // memory is queued on octet's stream and returns once the bytes are staged, so the GPU
@@ -218,24 +215,12 @@ std::string Trainer::save() {
 }
 
 void Trainer::write_metrics(const StepRecord& r) {
-  if (!metrics_) return;
-  std::fprintf(metrics_,
-               "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"tokens_per_s\":%.6g,\"grad_norm\":%.9g",
-               static_cast<long long>(r.step), r.loss, r.lr, r.tokens_per_s, r.grad_norm);
+  if (!metrics_.is_open()) return;
+  std::vector<LayerFp8Stats> fp8;
   if (r.val_loss) {
-    std::fprintf(metrics_, ",\"val_loss\":%.9g", *r.val_loss);
-    const auto stats = model_->fp8_stats();
-    if (!stats.empty()) {
-      std::fprintf(metrics_, ",\"fp8\":{");
-      for (size_t i = 0; i < stats.size(); ++i) {
-        std::fprintf(metrics_, "%s\"%s\":%s", i ? "," : "", stats[i].first.c_str(),
-                     stats[i].second.layer.json().c_str());
-      }
-      std::fprintf(metrics_, "}");
-    }
+    for (const auto& [name, stats] : model_->fp8_stats()) fp8.emplace_back(name, stats.layer);
   }
-  std::fprintf(metrics_, "}\n");
-  std::fflush(metrics_);
+  metrics_.write(r, fp8);
 }
 
 std::vector<StepRecord> Trainer::run() {

@@ -1,10 +1,9 @@
 // train/trainer.h: the training loop: micro-batches with gradient accumulation, global
 // gradient clipping, AdamW on fp32 master weights, the cosine schedule, evaluation on
 // the held-out split, metrics, checkpoints, and a clean stop on Ctrl-C.
-// defines: StepRecord, Trainer, request_stop
+// defines: Trainer, request_stop
 #pragma once
 
-#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,19 +15,10 @@
 #include "data/loader.h"
 #include "model/llama.h"
 #include "train/config.h"
+#include "train/metrics.h"
 #include "train/optimizer.h"
 
 namespace octet::train {
-
-// What one optimizer step reports (the metrics line of that step).
-struct StepRecord {
-  int64_t step = 0;
-  double loss = 0.0;  // mean over the step's micro-batches
-  double lr = 0.0;
-  double grad_norm = 0.0;  // before clipping
-  double tokens_per_s = 0.0;
-  std::optional<double> val_loss;
-};
 
 class Trainer {
  public:
@@ -75,7 +65,7 @@ class Trainer {
   int64_t window_ = 1;
   Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;
-  std::FILE* metrics_ = nullptr;
+  MetricsFile metrics_;
 };
 
 // Asks a running Trainer::run() to stop after the current step (what Ctrl-C does); it
