@@ -7,6 +7,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
@@ -167,9 +168,9 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const int bx = static_cast<int>(groups >= kThreads ? kThreads : (groups + 31) / 32 * 32);
   const dim3 block(bx, kThreads / bx);
   const bool vec = dim % kGroup == 0 && aligned16(table.data) && aligned16(out.data);
-  gather_kernel<<<blocks_for(tokens, static_cast<int>(block.y)), block, 0, stream()>>>(
-      ids.as<const int32_t>(), table.data, table.dtype == DType::bf16, out.data,
-      out.dtype == DType::bf16, tokens, table.rows(), dim, vec);
+  launch_kernel(gather_kernel, blocks_for(tokens, static_cast<int>(block.y)), block, 0, stream(),
+                ids.as<const int32_t>(), table.data, table.dtype == DType::bf16, out.data,
+                out.dtype == DType::bf16, tokens, table.rows(), dim, vec);
   OCTET_CUDA_CHECK_LAUNCH("embedding_forward");
 }
 
@@ -182,9 +183,9 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
               " tokens of width ", dim,
               " exceed one launch (2^31 - 1 tokens, 65535 * 4096 columns); split the batch");
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(slices));
-  scatter_add_kernel<<<grid, kScatterThreads, 0, stream()>>>(
-      ids.as<const int32_t>(), dout.data, dout.dtype == DType::bf16, dtable.as<float>(), tokens,
-      dtable.rows(), dim);
+  launch_kernel(scatter_add_kernel, grid, kScatterThreads, 0, stream(), ids.as<const int32_t>(),
+                dout.data, dout.dtype == DType::bf16, dtable.as<float>(), tokens, dtable.rows(),
+                dim);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 

@@ -5,6 +5,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
@@ -161,9 +162,9 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, con
   check_dim(op, dim);
   const bool vec =
       dim % kGroup == 0 && aligned16(x.data) && aligned16(y.data) && aligned16(weight.data);
-  rmsnorm_forward_kernel<<<blocks_for(rows, 1), threads_for(dim), 0, stream()>>>(
-      x.data, weight.data, x.dtype == DType::bf16, weight.dtype == DType::bf16, y.data,
-      rstd.as<float>(), rows, dim, eps, vec);
+  launch_kernel(rmsnorm_forward_kernel, blocks_for(rows, 1), threads_for(dim), 0, stream(), x.data,
+                weight.data, x.dtype == DType::bf16, weight.dtype == DType::bf16, y.data,
+                rstd.as<float>(), rows, dim, eps, vec);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -181,12 +182,13 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   if (blocks > rows) blocks = rows;
   const int64_t rows_per_block = (rows + blocks - 1) / blocks;
   blocks = (rows + rows_per_block - 1) / rows_per_block;
-  rmsnorm_backward_kernel<<<static_cast<unsigned>(blocks), threads_for(dim), 0, stream()>>>(
-      dy.data, x.data, weight.data, x.dtype == DType::bf16, weight.dtype == DType::bf16,
-      rstd.as<const float>(), dx.data, rows, dim, rows_per_block, vec);
+  launch_kernel(rmsnorm_backward_kernel, static_cast<unsigned>(blocks), threads_for(dim), 0,
+                stream(), dy.data, x.data, weight.data, x.dtype == DType::bf16,
+                weight.dtype == DType::bf16, rstd.as<const float>(), dx.data, rows, dim,
+                rows_per_block, vec);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  rmsnorm_dweight_kernel<<<blocks_for(dim, 256), 256, 0, stream()>>>(blocks, dim,
-                                                                     dweight.as<float>());
+  launch_kernel(rmsnorm_dweight_kernel, blocks_for(dim, 256), 256, 0, stream(), blocks, dim,
+                dweight.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 

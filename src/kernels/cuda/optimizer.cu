@@ -7,6 +7,7 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/optimizer.h"
 
 namespace octet::kernels::cuda {
@@ -82,8 +83,8 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
 
 void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
   OCTET_CUDA_CHECK(square ? "sum_of_squares" : "accumulate_sum", cudaSetDevice(out.device.index));
-  sum_kernel<<<kSumBlocks, kThreads, 0, stream()>>>(x.data, x.dtype == DType::bf16, x.numel(),
-                                                    square, scale, out.as<float>());
+  launch_kernel(sum_kernel, kSumBlocks, kThreads, 0, stream(), x.data, x.dtype == DType::bf16,
+                x.numel(), square, scale, out.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "accumulate_sum");
 }
 
@@ -98,9 +99,9 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   const float bias1 = 1.0f - static_cast<float>(std::pow(double{s.beta1}, double(s.step)));
   const float bias2 = 1.0f - static_cast<float>(std::pow(double{s.beta2}, double(s.step)));
   const int64_t n = param.numel();
-  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
-      param.as<float>(), grad.as<const float>(), m.as<float>(), v.as<float>(), n, s, bias1, bias2,
-      decay, s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
+  launch_kernel(adamw_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), param.as<float>(),
+                grad.as<const float>(), m.as<float>(), v.as<float>(), n, s, bias1, bias2, decay,
+                s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
   OCTET_CUDA_CHECK_LAUNCH("adamw");
 }
 

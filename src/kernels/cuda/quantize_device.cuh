@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/quantize.h"
 
 namespace octet::kernels::cuda::qz {
@@ -135,13 +136,7 @@ __device__ __forceinline__ uint32_t encode_soft(uint32_t x_bits, float v, const 
 // finite overflow and infinities to ±max (saturating mode), as the scalar routine;
 // only NaN differs (no sign kept, E5M2 0x7F), and encode4 redoes those.
 __device__ __forceinline__ uint32_t cvt2(float lo, float hi, bool e5m2) {
-  unsigned short r;
-  if (e5m2) {
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  } else {
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  }
-  return r;
+  return e5m2 ? cvt_e5m2x2(lo, hi) : cvt_e4m3x2(lo, hi);
 }
 
 // Four codes of x * scale (x as f32 bits), little-endian in a word. With kCount,
