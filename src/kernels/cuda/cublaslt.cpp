@@ -213,10 +213,16 @@ std::unique_ptr<Plan> make_plan(const PlanKey& key, const LtCall& call) {
   const bool none =
       status == CUBLAS_STATUS_NOT_SUPPORTED ||
       (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS));
-  if (none && call.a_mode != kUnscaled) {
-    // A scaled FP8 GEMM this cuBLASLt refuses (a scale mode, fast accumulation or a beta its
-    // version or the GPU does not take): gemm() emulates it exactly instead. Said once per
-    // problem, since the plan (this decision) is cached.
+  // Per-row and block scale modes arrived with cuBLAS 12.9 on Hopper only, and their
+  // documentation is thin on what combines with them; tensorwide FP8 on Hopper is promised
+  // since 11.8, so its refusal is octet's bug (a layout, an alignment) and stays an error.
+  const bool fine_scales =
+      call.a_mode != kUnscaled && !(call.a_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F &&
+                                    call.b_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  if (none && fine_scales) {
+    // A row- or block-scaled FP8 GEMM this cuBLASLt refuses (a scale mode, fast accumulation
+    // or a beta its version or the GPU does not take): gemm() emulates it exactly instead.
+    // Said once per problem, since the plan (this decision) is cached.
     std::fprintf(stderr,
                  "octet [gemm]: cuBLASLt has no algorithm for %s (%s); this GEMM is emulated "
                  "(operands dequantized, then a bf16/f32 GEMM)\n",

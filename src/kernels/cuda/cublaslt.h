@@ -35,8 +35,9 @@ struct LtCall {
 };
 
 // Whether cuBLASLt has an algorithm for this call's problem (its plan made on first use).
-// False only for a scaled FP8 call (a_mode != kUnscaled) the heuristic refuses
-// (CUBLAS_STATUS_NOT_SUPPORTED or no algorithm): the caller then emulates it. That decision
+// False only for a row- or block-scaled FP8 call (a scale mode other than SCALAR_32F) the
+// heuristic refuses (CUBLAS_STATUS_NOT_SUPPORTED or no algorithm): the caller then emulates
+// it. That decision
 // is cached with the plan and reported once on stderr. Throws octet::Error on other failures.
 bool lt_native(const LtCall& call, int device);
 

@@ -6,7 +6,7 @@
 // not take (MX, other block sizes, 128x128 on both operands, and block grids when M or N
 // is not a multiple of 4) are emulated: both operands
 // dequantized into the workspace, exactly into bf16 when every scale is a power of two
-// (MX), else into f32, then a bf16 or f32 GEMM; so is any scaled FP8 GEMM the cuBLASLt at
+// (MX), else into f32, then a bf16 or f32 GEMM; so is a row- or block-scaled GEMM the cuBLASLt at
 // hand refuses (decided once per problem, cublaslt.h). Nothing synchronises the host.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
