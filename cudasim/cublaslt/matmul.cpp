@@ -126,8 +126,10 @@ double scale_at(const void* s, int32_t mode, int64_t o, int64_t block, int64_t o
       return f[o];
     case CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F:
       return f[block * outer + o];
-    case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F:
-      return f[(o / 128) * ((k + 127) / 128 + 3) / 4 * 4 + block];
+    case CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F: {
+      const int64_t l4 = ((k + 127) / 128 + 3) / 4 * 4;  // L rounded up to a multiple of 4
+      return f[(o / 128) * l4 + block];
+    }
     default:
       return f[0];
   }

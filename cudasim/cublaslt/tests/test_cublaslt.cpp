@@ -319,16 +319,17 @@ TEST_F(CudasimCublasLt, OuterVectorScalingWithF32OutputBetaAndFastAccum) {
 }
 
 TEST_F(CudasimCublasLt, BlockScalingLayoutsAndCombinations) {
-  // 3.1.4.5: A (m = 256 rows of D) in 128x128 blocks, B (n = 8) in 1x128 tiles, K = 384 (L = 3).
+  // 3.1.4.5: A (m = 384 rows of D, three row blocks) in 128x128 blocks, B (n = 8) in 1x128
+  // tiles, K = 384 (L = 3, padded to L4 = 4 per row block).
   Fp8Gemm g;
-  g.m = 256;
+  g.m = 384;
   g.n = 8;
   g.k = 384;
   Operands ops(g, 6);
   const int64_t L = 3, L4 = 4;
   // BLK128x128: K-major, L4 x ceil(M/128); VEC128: N-major, N x L (3.1.4.5.1).
-  std::vector<float> sa(static_cast<size_t>(L4 * 2), 0.0f), sb(static_cast<size_t>(g.n * L));
-  for (int64_t p = 0; p < 2; ++p)
+  std::vector<float> sa(static_cast<size_t>(L4 * 3), 0.0f), sb(static_cast<size_t>(g.n * L));
+  for (int64_t p = 0; p < 3; ++p)
     for (int64_t b = 0; b < L; ++b) sa[p * L4 + b] = std::ldexp(1.0f, static_cast<int>(p * 3 + b));
   for (int64_t b = 0; b < L; ++b)
     for (int64_t j = 0; j < g.n; ++j) sb[b * g.n + j] = 0.5f + static_cast<float>(j + 8 * b);
