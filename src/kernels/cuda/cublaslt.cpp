@@ -158,7 +158,8 @@ void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
 // destructor at exit could run after the CUDA runtime has shut down.
 cublasLtHandle_t lt_handle(int device) {
   static std::mutex mutex;
-  static std::unordered_map<int, cublasLtHandle_t> handles;
+  // Never destroyed either (so the handles stay reachable until the process ends).
+  static auto& handles = *new std::unordered_map<int, cublasLtHandle_t>;
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = handles.find(device);
   if (it == handles.end()) {
