@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <vector_functions.h>
+
 #include "cudasim/device.h"
 #include "cudasim/launch.h"
 

@@ -15,4 +15,8 @@ void gemm(const Tensor&, const Tensor&, const Tensor&, const GemmOptions&, GemmD
   OCTET_FAIL("gemm", "this emulated-device build has no emulated cuBLASLt (cudasim/cublaslt)");
 }
 
+size_t gemm_plan_count() {
+  return 0;
+}
+
 }  // namespace octet::kernels::cuda

@@ -5,10 +5,19 @@
 #include <cstring>
 #include <string>
 
+#include "cudasim/device.h"
 #include "cudasim/thread.h"
+#include "state.h"
 
 namespace cudasim::ptx {
 namespace {
+
+// The calling emulated thread's cp.async copies, created at its first cp.async of a block.
+CpAsyncQueue& thread_cp_async_queue() {
+  std::shared_ptr<void>& slot = detail::self().ptx;
+  if (!slot) slot = std::make_shared<CpAsyncQueue>();
+  return *static_cast<CpAsyncQueue*>(slot.get());
+}
 
 // The bytes at shared offset `address`, checked against the block's dynamic arena.
 uint8_t* shared_at(uint32_t address, size_t bytes, size_t align, const char* op) {
@@ -40,7 +49,7 @@ void cp_async(uint32_t dst, const void* src, int cp_size, int src_size) {
     if (reinterpret_cast<uintptr_t>(src) % static_cast<uintptr_t>(cp_size) != 0)
       fault(cudaErrorMisalignedAddress,
             "cp.async: global source not " + std::to_string(cp_size) + "-byte aligned");
-    if (!is_device_range(src, static_cast<size_t>(src_size)))
+    if (detail::registry().find(src, static_cast<size_t>(src_size)) == nullptr)
       fault(cudaErrorIllegalAddress, "cp.async: source is not device memory");
   }
   thread_cp_async_queue().issue(to, src, cp_size, src_size);

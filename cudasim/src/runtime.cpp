@@ -147,6 +147,12 @@ cudaError_t symbol_address(void** address, const void* symbol, size_t bytes) {
 
 }  // namespace cudasim::detail
 
+namespace cudasim {
+bool is_device_range(const void* p, size_t bytes) {
+  return p != nullptr && detail::registry().find(p, bytes) != nullptr;
+}
+}  // namespace cudasim
+
 using namespace cudasim::detail;
 
 namespace {

@@ -223,6 +223,7 @@ void run_block(Block& b, const uint3& block_idx) {
   for (unsigned i = 0; i < n; ++i) {
     Thread& th = b.threads[i];
     th.st.block_idx = block_idx;
+    th.st.ptx.reset();  // cp.async copies a thread of the previous block left in flight
     th.wait = Wait::ready;
     make_fiber(th.fiber, i, thread_main, &th);
     b.ready.push_back(i);

@@ -1,6 +1,8 @@
 // core/device_cuda.cpp: the device backend of a build with CUDA (CUDA runtime API).
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "core/device_backend.h"
 #include "core/error.h"
 
@@ -10,12 +12,30 @@ namespace {
 void check(cudaError_t status, const char* op, const char* what) {
   OCTET_CHECK(status == cudaSuccess, op, what, " failed: ", cudaGetErrorString(status));
 }
+
+// octet's kernels are built as sm_90a machine code and compute_90 PTX (CMakeLists.txt):
+// a GPU older than compute capability 9.0 could run none of them, so it is refused here,
+// the first time octet allocates on it, rather than with "no kernel image" mid-step.
+void check_supported(int device) {
+  static std::atomic<bool> checked[64] = {};
+  if (device < 64 && checked[device].load(std::memory_order_acquire)) return;
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "buffer",
+        "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "buffer",
+        "cudaDeviceGetAttribute");
+  OCTET_CHECK(major >= 9, "buffer", "cuda:", device, " has compute capability ", major, ".", minor,
+              "; octet's CUDA kernels need 9.0 or newer (Hopper: H100, H200). Use "
+              "--device cpu on this machine");
+  if (device < 64) checked[device].store(true, std::memory_order_release);
+}
 }  // namespace
 
 void* cuda_alloc(int device, size_t bytes) {
   OCTET_CHECK(device >= 0 && device < cuda_count(), "buffer", "CUDA device ", device,
               " is not present (this machine has ", cuda_count(), ")");
   check(cudaSetDevice(device), "buffer", "cudaSetDevice");
+  check_supported(device);
   void* ptr = nullptr;
   const cudaError_t status = cudaMalloc(&ptr, bytes);
   OCTET_CHECK(status == cudaSuccess, "buffer", "cudaMalloc of ", bytes, " bytes on cuda:", device,

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <source_location>
 
 #include "cudasim/thread.h"
@@ -44,6 +45,7 @@ struct ThreadState {
   dim3 grid_dim;
   unsigned linear;  // x + y * dim.x + z * dim.x * dim.y
   unsigned lane;
+  std::shared_ptr<void> ptx;  // the PTX twins' state of this thread (cp.async groups); per block
 };
 inline thread_local ThreadState* current = nullptr;
 
@@ -219,6 +221,11 @@ inline double min(double a, double b) {
 inline double max(double a, double b) {
   return std::fmax(a, b);
 }
+
+// CUDA's math library puts the classification functions in the global namespace.
+using std::isfinite;
+using std::isinf;
+using std::isnan;
 
 template <class T>
 T __ldg(const T* p) {

@@ -12,6 +12,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
@@ -245,12 +248,24 @@ __device__ __forceinline__ QueryBlock query_block(const Params& p) {
 
 // ---- launches -------------------------------------------------------------------------
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory (above the default 48 KiB
-// limit, hence the attribute, a per-function setting and no synchronisation).
+// Launches `kernel` with `smem` bytes of dynamic shared memory. Above the default 48 KiB
+// that needs the kernel's MaxDynamicSharedMemorySize attribute, a setting per kernel and
+// device: it is set the first time a kernel needs more on a device, not at every launch.
 template <typename Kernel>
 void launch(const char* op, Kernel kernel, dim3 grid, size_t smem, const Params& p) {
-  OCTET_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> allowed;  // (kernel, device) -> bytes
+  int device = 0;
+  OCTET_CUDA_CHECK(op, cudaGetDevice(&device));
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    size_t& bytes = allowed[{reinterpret_cast<const void*>(kernel), device}];
+    if (smem > bytes) {
+      OCTET_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(smem)));
+      bytes = smem;
+    }
+  }
   launch_kernel(kernel, grid, kThreads, smem, stream(), p);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }

@@ -7,6 +7,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -19,7 +20,8 @@ constexpr int kMaxThreads = 512;
 constexpr int64_t kMaxDim = int64_t{kMaxThreads} * kGroupsPerThread * kGroup;
 
 // dweight's per-block partial sums: [blocks, D] with blocks <= kPartialFloats / D. Static,
-// because kernels never allocate; launches on one stream never overlap, so one copy serves.
+// because kernels never allocate; launches on one stream never overlap, so one copy serves
+// (claim_static_scratch refuses a second stream while the first has work queued).
 constexpr int64_t kPartialFloats = int64_t{1} << 21;  // 8 MiB
 constexpr int64_t kMaxBackwardBlocks = 512;
 __device__ float g_dweight_partials[kPartialFloats];
@@ -158,6 +160,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, con
                      float eps) {
   constexpr const char* op = "rmsnorm_forward";
   OCTET_CUDA_CHECK(op, cudaSetDevice(x.device.index));
+  claim_static_scratch(op);
   const int64_t rows = x.rows(), dim = x.cols();
   check_dim(op, dim);
   const bool vec =

@@ -8,6 +8,7 @@
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/optimizer.h"
 
 namespace octet::kernels::cuda {
@@ -15,7 +16,8 @@ namespace {
 
 constexpr int kThreads = 256;
 // Sums use a fixed grid and add the per-block partials in block order in the last
-// block to finish, so the result is the same bits on every run.
+// block to finish, so the result is the same bits on every run. The partials are static
+// (one copy per device), so sums must run on one stream at a time (claim_static_scratch).
 constexpr int kSumBlocks = 1024;
 __device__ double g_partials[kSumBlocks];
 __device__ unsigned g_blocks_done;
@@ -83,6 +85,7 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
 
 void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
   OCTET_CUDA_CHECK(square ? "sum_of_squares" : "accumulate_sum", cudaSetDevice(out.device.index));
+  claim_static_scratch(square ? "sum_of_squares" : "accumulate_sum");
   launch_kernel(sum_kernel, kSumBlocks, kThreads, 0, stream(), x.data, x.dtype == DType::bf16,
                 x.numel(), square, scale, out.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "accumulate_sum");

@@ -16,6 +16,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/quantize_device.cuh"
+#include "kernels/cuda/scratch.h"
 #include "kernels/quantize.h"
 #include "kernels/scaling.h"
 
@@ -155,6 +156,7 @@ bool is_tile_width(int64_t n) {
 
 void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& o) {
   OCTET_CUDA_CHECK("quantize", cudaSetDevice(x.device.index));
+  claim_static_scratch("quantize");
   qz::Call c{};
   c.x = x.data;
   c.bf16 = x.dtype == DType::bf16;

@@ -21,7 +21,8 @@ constexpr int kThreads = 256;  // every quantize kernel runs 256-thread blocks
 // Cross-block state of one quantize call, in static device memory (kernels never
 // allocate). Between calls every field is zero except `scale`: the last block of each
 // reducing kernel reads and clears it (block_finish), so calls must be stream-ordered,
-// as every octet kernel is (cuda::stream()).
+// as every octet kernel is (cuda::stream()); quantize() checks that with
+// claim_static_scratch (kernels/cuda/scratch.h).
 struct Scratch {
   unsigned amax_bits;    // max of |x| as bits (NaN > Inf > finite as unsigned)
   unsigned blocks_done;  // blocks of the running kernel that have added their share
@@ -86,7 +87,7 @@ void launch_tiles(const Call& c, TileMode mode, int seg, const float* scale, boo
 // rows and columns, the tile pass, and the conversion of the amaxes into scale_inv.
 void launch_rows_transposed(const Call& c);
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(OCTET_CUDASIM)
 
 // ---- device helpers ------------------------------------------------------------
 
@@ -320,6 +321,6 @@ __device__ __forceinline__ void store_codes(uint8_t* data, int64_t rows, int64_t
   }
 }
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || OCTET_CUDASIM
 
 }  // namespace octet::kernels::cuda::qz
