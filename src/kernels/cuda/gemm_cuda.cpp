@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "core/error.h"
@@ -183,8 +184,19 @@ Scratch carve(const Tensor& workspace, const Route& r) {
 
 // ---- the FP8 paths ------------------------------------------------------------------
 
+// Built field by field over zeroed bytes: the struct is a kernel argument, and its padding
+// (after grid.e8m0) would otherwise carry stale stack bytes, which the emulated device's
+// argument check reads as a host address.
 ScaleView scale_view(const Tensor& s, ScaleGrid grid, int64_t rows, int64_t k) {
-  return {s.empty() ? nullptr : s.data, grid, rows, k};
+  ScaleView v;
+  std::memset(&v, 0, sizeof v);
+  v.data = s.empty() ? nullptr : s.data;
+  v.grid.block_rows = grid.block_rows;
+  v.grid.block_cols = grid.block_cols;
+  v.grid.e8m0 = grid.e8m0;
+  v.rows = rows;
+  v.k = k;
+  return v;
 }
 
 void check_fp8_alignment(const char* name, const Tensor& t) {
