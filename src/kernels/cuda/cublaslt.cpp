@@ -231,7 +231,9 @@ std::unique_ptr<Plan> make_plan(const PlanKey& key, const LtCall& call) {
     plan->emulate = true;
     return plan;
   }
-  OCTET_CUBLASLT_CHECK(status, " for ", describe(key));
+  OCTET_CHECK(status == CUBLAS_STATUS_SUCCESS, kOp,
+              "cublasLtMatmulAlgoGetHeuristic failed: ", cublasLtGetStatusName(status), " (",
+              cublasLtGetStatusString(status), ") for ", describe(key));
   OCTET_CHECK(!none, kOp, "cuBLASLt has no algorithm for ", describe(key));
   plan->algo = result.algo;
   return plan;
