@@ -189,7 +189,7 @@ Scratch carve(const Tensor& workspace, const Route& r) {
 // argument check reads as a host address.
 ScaleView scale_view(const Tensor& s, ScaleGrid grid, int64_t rows, int64_t k) {
   ScaleView v;
-  std::memset(&v, 0, sizeof v);
+  std::memset(static_cast<void*>(&v), 0, sizeof v);  // trivially copyable: bytes are the value
   v.data = s.empty() ? nullptr : s.data;
   v.grid.block_rows = grid.block_rows;
   v.grid.block_cols = grid.block_cols;
