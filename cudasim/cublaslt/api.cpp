@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <new>
@@ -110,7 +111,9 @@ extern "C" {
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   *handle = new (std::nothrow) cublasLtContext;
-  return *handle == nullptr ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+  if (*handle == nullptr) return CUBLAS_STATUS_ALLOC_FAILED;
+  cudaGetDevice(&(*handle)->device);  // recorded in the call log
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {

@@ -6,6 +6,7 @@
 // epilogue in f32 and D rounded to its type. FP8 fast accumulation is not modelled: its
 // numerics are the hardware's.
 #include <cublasLt.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
@@ -70,6 +71,7 @@ LtCallRecord describe(LtCallKind kind, const Desc* desc, const Layout* a, const 
                       const Layout* c, const Layout* d, const Problem& p) {
   LtCallRecord r;
   r.kind = kind;
+  cudaGetDevice(&r.device);
   r.m = p.m;
   r.n = p.n;
   r.k = p.k;
@@ -202,6 +204,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   Problem p;
   Verdict v = make_problem(desc, a, b, c, d, p);
   LtCallRecord record = describe(LtCallKind::heuristic, desc, a, b, c, d, p);
+  if (handle != nullptr) record.handle_device = handle->device;
   if (handle == nullptr) return finish(record, {CUBLAS_STATUS_NOT_INITIALIZED, "handle is NULL"});
   if (pref == nullptr || results == nullptr || returned == nullptr || requested < 1)
     return finish(record, {CUBLAS_STATUS_INVALID_VALUE, "preference, results or count missing"});
@@ -236,6 +239,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   Problem p;
   Verdict v = make_problem(desc, a, b, c, d, p);
   LtCallRecord record = describe(LtCallKind::matmul, desc, a, b, c, d, p);
+  if (handle != nullptr) record.handle_device = handle->device;
   record.workspace_bytes = workspace_bytes;
   if (handle == nullptr) return finish(record, {CUBLAS_STATUS_NOT_INITIALIZED, "handle is NULL"});
   if (alpha == nullptr || beta == nullptr)

@@ -7,9 +7,12 @@
 // NOT_SUPPORTED and a reason that says so.
 #include "rules.h"
 
+#include <initializer_list>
 #include <sstream>
 #include <tuple>
 #include <utility>
+
+#include <cuda_runtime_api.h>
 
 #include "cudasim/thread.h"
 
@@ -330,6 +333,32 @@ int64_t scale_count(int32_t mode, int64_t outer, int64_t k) {
   }
 }
 
+namespace {
+
+// The device `ptr` was allocated on (-1: not device memory).
+int device_of(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (ptr == nullptr || cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) return -1;
+  return attributes.type == cudaMemoryTypeDevice ? attributes.device : -1;
+}
+
+// The matmul's kernels run on the current device (cudaGetDevice): memory of another device
+// is out of their reach without peer access, which the emulation does not model.
+Verdict check_devices(std::initializer_list<std::pair<const char*, const void*>> pointers) {
+  int current = 0;
+  cudaGetDevice(&current);
+  for (const auto& [name, ptr] : pointers) {
+    const int device = device_of(ptr);
+    if (device >= 0 && device != current)
+      return refuse(CUBLAS_STATUS_EXECUTION_FAILED, name, " is memory of device ", device,
+                    " but the matmul runs on the current device, ", current,
+                    ": the kernel would fault (set the device of the operands first)");
+  }
+  return {};
+}
+
+}  // namespace
+
 Verdict check_pointers(const Problem& p, const void* a, const void* b, const void* c, const void* d,
                        const void* workspace, size_t workspace_bytes) {
   // cublasLtMatmul() parameters: A, B, C and D are "Pointers to the GPU memory". A kernel that
@@ -370,6 +399,16 @@ Verdict check_pointers(const Problem& p, const void* a, const void* b, const voi
     if (!cudasim::is_device_range(desc.bias, static_cast<size_t>(p.m) * element_size(t)))
       return refuse(CUBLAS_STATUS_EXECUTION_FAILED, "the bias vector is not device memory");
   }
+  if (Verdict v = check_devices({{"A", a},
+                                 {"B", b},
+                                 {"C", c},
+                                 {"D", d},
+                                 {"the A scale", desc.a_scale},
+                                 {"the B scale", desc.b_scale},
+                                 {"the bias", desc.bias},
+                                 {"the workspace", workspace}});
+      !v.ok())
+    return v;
   // cublasLtMatmul() parameters: workspace "Must be 256B aligned", in GPU memory.
   if (workspace_bytes > 0) {
     if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 256 != 0)

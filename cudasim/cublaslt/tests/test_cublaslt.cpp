@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -15,6 +16,9 @@
 #include "cudasim/cublaslt_log.h"
 
 namespace {
+
+// Two emulated devices for OperandsOfAnotherDeviceFault (read once, before the first CUDA call).
+const bool kTwoDevices = setenv("CUDASIM_DEVICES", "2", 0) == 0;
 
 // A device buffer (cudaMalloc) holding a copy of `bytes`.
 struct DeviceBuffer {
@@ -474,6 +478,29 @@ TEST_F(CudasimCublasLt, RecordsEveryCall) {
   EXPECT_EQ(calls[1].a_scale_mode, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
   EXPECT_EQ(calls[2].status, CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_FALSE(calls[2].reason.empty());
+}
+
+TEST_F(CudasimCublasLt, OperandsOfAnotherDeviceFault) {
+  ASSERT_TRUE(kTwoDevices);
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_GE(count, 2);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  {
+    Fp8Gemm g;  // the handle made on device 1
+    Operands ops(g, 9);
+    // Without peer access a kernel on device 0 cannot read device 1's memory.
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_EQ(g.matmul(ops.da.ptr, ops.db.ptr, ops.dd.ptr, ops.dd.ptr),
+              CUBLAS_STATUS_EXECUTION_FAILED);
+    EXPECT_NE(cudasim::cublaslt_calls().back().reason.find("device 1"), std::string::npos)
+        << cudasim::cublaslt_calls().back().reason;
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    EXPECT_EQ(g.matmul(ops.da.ptr, ops.db.ptr, ops.dd.ptr, ops.dd.ptr), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cudasim::cublaslt_calls().back().device, 1);
+    EXPECT_EQ(cudasim::cublaslt_calls().back().handle_device, 1);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
 }  // namespace

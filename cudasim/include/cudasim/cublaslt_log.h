@@ -30,6 +30,8 @@ struct LtCallRecord {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   float alpha = 0.0f, beta = 0.0f;  // matmul only
   size_t workspace_bytes = 0;       // matmul: the size passed; heuristic: the preference's
+  int device = 0;                   // the current device during the call
+  int handle_device = 0;            // the current device when the handle was created
 };
 
 // Every call since the start of the process or the last cublaslt_clear_calls, in order.
