@@ -163,9 +163,13 @@ cublasLtHandle_t lt_handle(int device) {
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = handles.find(device);
   if (it == handles.end()) {
+    int current = 0;  // restored: making a handle leaves the caller's device current
+    OCTET_CUDA_CHECK(kOp, cudaGetDevice(&current));
     OCTET_CUDA_CHECK(kOp, cudaSetDevice(device));
     cublasLtHandle_t h = nullptr;
-    OCTET_CUBLASLT_CHECK(cublasLtCreate(&h), " on cuda:", device);
+    const cublasStatus_t status = cublasLtCreate(&h);
+    OCTET_CUDA_CHECK(kOp, cudaSetDevice(current));
+    OCTET_CUBLASLT_CHECK(status, " on cuda:", device);
     it = handles.emplace(device, h).first;
   }
   return it->second;
