@@ -5,18 +5,28 @@
 // OCTET_CUDASIM: a real cuBLASLt keeps no such log.
 #if defined(OCTET_CUDASIM)
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
+#include "core/convert.h"
+#include "core/device_backend.h"
 #include "cudasim/cublaslt_log.h"
+#include "kernels/gemm.h"
 #include "linear_testing.h"
 
 namespace octet {
 namespace {
+
+// Two emulated devices, for AGemmOfCuda1TensorsRunsOnCuda1 (read before the first CUDA call;
+// every other test here uses cuda:0).
+const bool kTwoDevices = setenv("CUDASIM_DEVICES", "2", 0) == 0;
 
 constexpr int32_t kScalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
 constexpr int32_t kOuter = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
@@ -217,6 +227,44 @@ TEST(CudaLinearGemmCalls, RowScalingOnACublasLtWithoutOuterVectorsIsEmulatedAndS
   expect_emulated(dx, qdy.stored, qw.transposed, t, in, out, DType::bf16, "dgrad");
   expect_emulated(h.weight_grad.read(), qdy.transposed, qx.transposed, out, in, t, DType::f32,
                   "wgrad");
+}
+
+TEST(CudaLinearGemmCalls, AGemmOfCuda1TensorsRunsOnCuda1WhateverDeviceIsCurrent) {
+  ASSERT_TRUE(kTwoDevices);
+  ASSERT_GE(detail::cuda_count(), 2);
+  // bf16 A [M, K], B [N, K] of small integers: every sum is exact in fp32 and in bf16.
+  const int64_t m = 16, n = 32, k = 48;
+  std::vector<uint16_t> a(m * k), b(n * k);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(static_cast<float>(int(i % 5) - 2));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(static_cast<float>(int(i % 3) - 1));
+  const Device cuda1 = Device::cuda(1);
+  Buffer ba(cuda1, a.size() * 2), bb(cuda1, b.size() * 2), bc(cuda1, m * n * 4);
+  copy_bytes(ba.data(), cuda1, a.data(), Device::cpu(), a.size() * 2);
+  copy_bytes(bb.data(), cuda1, b.data(), Device::cpu(), b.size() * 2);
+  const Tensor ta = ba.view(DType::bf16, {m, k}), tb = bb.view(DType::bf16, {n, k}),
+               tc = bc.view(DType::f32, {m, n});
+  kernels::GemmOptions o;
+  const size_t ws = kernels::gemm_workspace_bytes(ta, tb, tc, o);
+  Buffer bw(cuda1, ws);
+  o.workspace = bw.view(DType::u8, {static_cast<int64_t>(ws)});
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);  // another device is current, as in a DP worker
+  cudasim::cublaslt_clear_calls();
+  kernels::gemm(ta, tb, tc, o);
+  const auto calls = cudasim::cublaslt_calls();
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back().status, CUBLAS_STATUS_SUCCESS) << show(calls.back());
+  EXPECT_EQ(calls.back().device, 1);
+  EXPECT_EQ(calls.back().handle_device, 1);  // cuda:1's own handle
+  std::vector<float> got(m * n);
+  copy_bytes(got.data(), Device::cpu(), tc.data, cuda1, got.size() * 4);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t l = 0; l < k; ++l)
+        want += double(bf16_to_f32(a[i * k + l])) * bf16_to_f32(b[j * k + l]);
+      EXPECT_EQ(got[i * n + j], want) << i << "," << j;
+    }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
 }  // namespace
