@@ -263,6 +263,10 @@ bool fail_launch(cudaError_t code) {
   return true;
 }
 
+void fail_execution(cudaError_t code) {
+  if (sticky_error() == cudaSuccess) set_sticky(code);
+}
+
 void launch(const Launch& l) {
   if (sticky_error() != cudaSuccess) return;
   const dim3 g = l.grid, k = l.block;
