@@ -1,10 +1,12 @@
 # The two commands of README.md and their helpers. Each target does its own set-up.
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
+CUDASIM_BUILD ?= build-cudasim
+CUDASIM_TSAN_BUILD ?= build-cudasim-tsan
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build test test-sanitize demo bench format clean
+.PHONY: all setup build test test-sanitize test-cudasim test-cudasim-tsan demo bench format clean
 
 all: build
 
@@ -25,6 +27,20 @@ test-sanitize: setup
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L cpu --timeout 1800
 
+# The CUDA kernels and their GPU tests on the emulated device (cudasim/, no GPU needed), under
+# AddressSanitizer and UndefinedBehaviorSanitizer: docs/cuda-without-gpu.md.
+test-cudasim: setup
+	cmake -S . -B $(CUDASIM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTET_CUDASIM=ON -DOCTET_SANITIZE=ON
+	cmake --build $(CUDASIM_BUILD) -j $(JOBS)
+	cd $(CUDASIM_BUILD) && ctest --output-on-failure -j $(JOBS) -L gpu --timeout 1800
+
+# The same kernel tests under ThreadSanitizer: a data race between two emulated threads of a
+# block (a missing barrier) is reported.
+test-cudasim-tsan: setup
+	cmake -S . -B $(CUDASIM_TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTET_CUDASIM=ON -DOCTET_SANITIZE_THREAD=ON
+	cmake --build $(CUDASIM_TSAN_BUILD) -j $(JOBS)
+	cd $(CUDASIM_TSAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L gpu --timeout 1800
+
 # The main job: the tiny LLaMA trained on the synthetic corpus in bf16 and in fp8,
 # both final validation losses printed next to the corpus' entropy floor.
 demo: build
@@ -38,4 +54,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(CUDASIM_BUILD) $(CUDASIM_TSAN_BUILD)

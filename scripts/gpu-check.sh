@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh OUTDIR: everything a machine with a GPU can check, in one run:
 # configures and builds octet with CUDA in its own build folder (Release, ninja), runs the
-# GPU tests (ctest -L gpu) and the CPU tests (ctest -L cpu), then the GPU benchmarks
+# GPU tests (ctest -L gpu), the GPU tests once more under compute-sanitizer's memcheck,
+# racecheck and synccheck (with OCTET_CUDA_SYNC=1, so a fault names its kernel), and the
+# CPU tests (ctest -L cpu), then the GPU benchmarks
 # (bench gemm, quantize, attention and step, each beside torch / Hugging Face where they are
 # installed) and 500 steps of the ~1B model in bf16 and fp8, writing every log and
 # JSON file into OUTDIR, with a summary in OUTDIR/summary.txt. Exits non-zero if the build,
-# a GPU test or a CPU test fails, or if no GPU is visible (the GPU tests would only be
+# a GPU test, a sanitizer run or a CPU test fails, or if no GPU is visible (the GPU tests would only be
 # skipped); benchmark failures are reported as warnings.
 #
 # Needs no network and no system packages beyond CUDA, CMake, Ninja, a compiler and the two
@@ -89,6 +91,22 @@ fi
 step "fp8 gemm, emulated" gtest-fp8-emulated.log env OCTET_CUDA_FP8_EMULATE=1 \
   "$build/tests/octet_tests" --gtest_filter='*ScaledGemmOnDevice*/cuda:*GemmOnDevice.Fp8*/cuda'
 [[ $rc -ne 0 ]] && status=1 && note "FAIL: FP8 GEMM tests through the emulation failed (gtest-fp8-emulated.log)"
+# The GPU tests under compute-sanitizer: memcheck (out-of-bounds and misaligned accesses,
+# leaks of device memory), racecheck (shared-memory hazards between threads of a block)
+# and synccheck (barriers not reached by every thread, bad masks of warp collectives).
+# Each tool reports through its exit code (--error-exitcode). Skipped, loudly, where the
+# toolkit has no compute-sanitizer.
+sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [[ -x $sanitizer ]]; then
+  for tool in memcheck racecheck synccheck; do
+    step "compute-sanitizer $tool" "sanitizer-$tool.log" env OCTET_CUDA_SYNC=1 "$sanitizer" \
+      --tool "$tool" --error-exitcode 99 --print-limit 50 \
+      "$build/tests/octet_tests" --gtest_filter='*/cuda:Cuda*'
+    [[ $rc -ne 0 ]] && status=1 && note "FAIL: compute-sanitizer $tool reported errors (sanitizer-$tool.log)"
+  done
+else
+  note "WARNING: compute-sanitizer not found (looked for $sanitizer): memcheck, racecheck and synccheck not run"
+fi
 step "ctest -L cpu" ctest-cpu.log ctest --test-dir "$build" -L cpu -j "$jobs" --output-on-failure \
   --output-junit "$out/ctest-cpu.xml"
 [[ $rc -ne 0 ]] && status=1 && note "FAIL: CPU tests failed (ctest-cpu.log)"

@@ -76,7 +76,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, bytes);
     return;
   }
-  detail::cuda_copy(dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes);
+  const int device = dst_device.is_cuda() ? dst_device.index : src_device.index;
+  detail::cuda_copy(device, dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes);
 }
 
 void zero_bytes(void* dst, Device device, size_t bytes) {
@@ -85,7 +86,7 @@ void zero_bytes(void* dst, Device device, size_t bytes) {
     std::memset(dst, 0, bytes);
     return;
   }
-  detail::cuda_zero(dst, bytes);
+  detail::cuda_zero(device.index, dst, bytes);
 }
 
 void copy_tensor(const Tensor& src, const Tensor& dst) {

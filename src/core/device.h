@@ -38,8 +38,9 @@ inline bool cuda_available() {
 // Waits for all work on the current CUDA device; a no-op without CUDA.
 void cuda_synchronize();
 
-// The CUDA stream (a cudaStream_t) on which every octet kernel, copy and GEMM is queued:
-// the legacy default stream unless set (a step captured into a CUDA graph sets its own).
+// The CUDA stream (a cudaStream_t) on which every octet kernel, copy and GEMM of the
+// current CUDA device is queued, one per device: the legacy default stream unless set for
+// that device (a step captured into a CUDA graph sets its own).
 void* cuda_stream();
 void set_cuda_stream(void* stream);
 

@@ -12,12 +12,15 @@ namespace octet::detail {
 
 void* cuda_alloc(int device, size_t bytes);  // throws octet::Error on failure
 void cuda_free(int device, void* ptr) noexcept;
-// Copies bytes; each side is device memory when its *_on_device flag is set.
-void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
-void cuda_zero(void* dst, size_t bytes);
+// Copies bytes; each side is device memory when its *_on_device flag is set, and the copy
+// is queued on the stream of `device` (the device side's; either one for device to device).
+void cuda_copy(int device, void* dst, bool dst_on_device, const void* src, bool src_on_device,
+               size_t bytes);
+void cuda_zero(int device, void* dst, size_t bytes);
 int cuda_count() noexcept;
 void cuda_sync();
-void* cuda_stream() noexcept;  // the stream every octet kernel, copy and GEMM runs on
+// The stream every octet kernel, copy and GEMM of the current device runs on (one per device).
+void* cuda_stream() noexcept;
 void cuda_set_stream(void* stream) noexcept;
 bool cuda_in_build() noexcept;
 

@@ -1,6 +1,8 @@
 // core/device_cuda.cpp: the device backend of a build with CUDA (CUDA runtime API).
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "core/device_backend.h"
 #include "core/error.h"
 
@@ -10,12 +12,30 @@ namespace {
 void check(cudaError_t status, const char* op, const char* what) {
   OCTET_CHECK(status == cudaSuccess, op, what, " failed: ", cudaGetErrorString(status));
 }
+
+// octet's kernels are built as sm_90a machine code and compute_90 PTX (CMakeLists.txt):
+// a GPU older than compute capability 9.0 could run none of them, so it is refused here,
+// the first time octet allocates on it, rather than with "no kernel image" mid-step.
+void check_supported(int device) {
+  static std::atomic<bool> checked[64] = {};
+  if (device < 64 && checked[device].load(std::memory_order_acquire)) return;
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "buffer",
+        "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "buffer",
+        "cudaDeviceGetAttribute");
+  OCTET_CHECK(major >= 9, "buffer", "cuda:", device, " has compute capability ", major, ".", minor,
+              "; octet's CUDA kernels need 9.0 or newer (Hopper: H100, H200). Use "
+              "--device cpu on this machine");
+  if (device < 64) checked[device].store(true, std::memory_order_release);
+}
 }  // namespace
 
 void* cuda_alloc(int device, size_t bytes) {
   OCTET_CHECK(device >= 0 && device < cuda_count(), "buffer", "CUDA device ", device,
               " is not present (this machine has ", cuda_count(), ")");
   check(cudaSetDevice(device), "buffer", "cudaSetDevice");
+  check_supported(device);
   void* ptr = nullptr;
   const cudaError_t status = cudaMalloc(&ptr, bytes);
   OCTET_CHECK(status == cudaSuccess, "buffer", "cudaMalloc of ", bytes, " bytes on cuda:", device,
@@ -30,30 +50,48 @@ void cuda_free(int device, void* ptr) noexcept {
 }
 
 namespace {
-cudaStream_t current_stream = nullptr;  // the legacy default stream until set_cuda_stream
+// One stream per device (the legacy default stream until set_cuda_stream), so that work for
+// cuda:1 never lands on a stream of cuda:0. octet supports up to kMaxDevices per process.
+constexpr int kMaxDevices = 64;
+cudaStream_t device_streams[kMaxDevices] = {};
+
+int current_device() noexcept {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();  // no device: the legacy default stream (index 0) is all there is
+    return 0;
+  }
+  return device;
+}
 }  // namespace
 
+// The stream of the current device (cudaSetDevice), as set by set_cuda_stream on it.
 void* cuda_stream() noexcept {
-  return current_stream;
+  return device_streams[current_device()];
 }
 void cuda_set_stream(void* stream) noexcept {
-  current_stream = static_cast<cudaStream_t>(stream);
+  device_streams[current_device()] = static_cast<cudaStream_t>(stream);
 }
 
-// Copies are queued on octet's stream so that they never drain the GPU: host to device
-// from pageable memory returns once the source is staged, device to device runs in
-// stream order, and only device to host waits (the caller reads the bytes next).
-void cuda_copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes) {
+// Copies are queued on the current device's octet stream so that they never drain the GPU: host to
+// device from pageable memory returns once the source is staged, device to device runs in stream
+// order, and only device to host waits (the caller reads the bytes next).
+void cuda_copy(int device, void* dst, bool dst_on_device, const void* src, bool src_on_device,
+               size_t bytes) {
   if (bytes == 0) return;
+  check(cudaSetDevice(device), "copy", "cudaSetDevice");
   const cudaMemcpyKind kind =
       dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                     : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-  check(cudaMemcpyAsync(dst, src, bytes, kind, current_stream), "copy", "cudaMemcpyAsync");
-  if (!dst_on_device) check(cudaStreamSynchronize(current_stream), "copy", "cudaStreamSynchronize");
+  const auto stream = static_cast<cudaStream_t>(cuda_stream());
+  check(cudaMemcpyAsync(dst, src, bytes, kind, stream), "copy", "cudaMemcpyAsync");
+  if (!dst_on_device) check(cudaStreamSynchronize(stream), "copy", "cudaStreamSynchronize");
 }
 
-void cuda_zero(void* dst, size_t bytes) {
-  check(cudaMemsetAsync(dst, 0, bytes, current_stream), "zero", "cudaMemsetAsync");
+void cuda_zero(int device, void* dst, size_t bytes) {
+  check(cudaSetDevice(device), "zero", "cudaSetDevice");
+  check(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(cuda_stream())), "zero",
+        "cudaMemsetAsync");
 }
 
 int cuda_count() noexcept {

@@ -17,10 +17,10 @@ void* cuda_alloc(int, size_t) {
   no_cuda("buffer");
 }
 void cuda_free(int, void*) noexcept {}
-void cuda_copy(void*, bool, const void*, bool, size_t) {
+void cuda_copy(int, void*, bool, const void*, bool, size_t) {
   no_cuda("copy");
 }
-void cuda_zero(void*, size_t) {
+void cuda_zero(int, void*, size_t) {
   no_cuda("zero");
 }
 int cuda_count() noexcept {

@@ -54,8 +54,9 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 // All tensors must be on one device. Throws octet::Error naming the problem otherwise.
 // On CUDA (cuBLASLt), FP8 operands and C must also start 16-byte aligned (B and C need
 // not when N % 16 != 0: the GEMM then runs on padded copies); MX grids and block grids
-// cuBLASLt cannot take there are emulated exactly, and OCTET_CUDA_FP8_EMULATE=1 sends
-// every FP8 GEMM that way (kernels/cuda/gemm_cuda.cpp).
+// cuBLASLt cannot take there are emulated exactly, so is a row- or block-scaled GEMM the
+// installed cuBLASLt refuses (said once on stderr), and OCTET_CUDA_FP8_EMULATE=1 sends every FP8
+// GEMM that way (kernels/cuda/gemm_cuda.cpp).
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options = {});
 
 // CUDA: how many cuBLASLt plans (descriptors and chosen algorithm, one per problem

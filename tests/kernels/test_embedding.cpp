@@ -170,10 +170,10 @@ void expect_backward_matches(Device device, DType dtype, int64_t vocab, int64_t 
   EXPECT_EQ(got, testing::download(dc.tensor)) << what << ": the CPU kernel's bits";
 }
 
-// Long runs of repeated ids (a row's tokens span several of the CUDA kernel's 1024-id scan
-// steps), ids first seen after the first scan step (the second half of the batch draws
-// from the whole vocabulary, the first half from its lower half), rows wider than one
-// 4096-column block slice with a tail (D = 4100), and odd widths.
+// Long runs of repeated ids (an id with more tokens than the CUDA kernel sorts in shared
+// memory, 2048, takes its scan path over several 1024-id steps), ids first seen late (the
+// second half of the batch draws from the whole vocabulary, the first half from its lower
+// half), rows wider than one 4096-column block slice with a tail (D = 4100), and odd widths.
 TEST_P(EmbeddingOnDevice, BackwardMatchesOnLongRunsOfRepeatedIdsAndWideRows) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
@@ -189,6 +189,8 @@ TEST_P(EmbeddingOnDevice, BackwardMatchesOnLongRunsOfRepeatedIdsAndWideRows) {
   expect_backward_matches(device, DType::bf16, 7, 1000, ids_of(2500, 7), rng);
   expect_backward_matches(device, DType::bf16, 300, 1001, ids_of(1200, 300), rng);
   expect_backward_matches(device, DType::f32, 1000, 8, {999, 3, 999}, rng);
+  // id 0: about 3000 of 4500 tokens (the scan path); ids 1, 2: about 750 each (sorted).
+  expect_backward_matches(device, DType::f32, 3, 40, ids_of(4500, 3), rng);
 }
 
 // The CPU refuses ids outside [0, V) before it touches anything (see the errors below);

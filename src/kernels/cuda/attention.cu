@@ -1,9 +1,9 @@
 // kernels/cuda/attention.cu: causal GQA attention on CUDA devices. bf16 with head_dim 64
-// or 128 runs on the tensor-core kernels (attention_flash_forward.cu, attention_flash_backward.cu); everything else (f32, other
-// head dims, unaligned views) on the simple kernels here: one warp per query row (forward,
-// dq) or key row (dk, dv), each lane owning the columns c = lane (mod 32), fp32 math in
-// the CPU kernel's formulas and order of operations (two passes, max first), so that
-// both devices share one error analysis.
+// or 128 runs on the tensor-core kernels (attention_flash_forward.cu, attention_flash_backward.cu);
+// everything else (f32, other head dims, unaligned views) on the simple kernels here: one warp per
+// query row (forward, dq) or key row (dk, dv), each lane owning the columns c = lane (mod 32), fp32
+// math in the CPU kernel's formulas and order of operations (two passes, max first), so that both
+// devices share one error analysis.
 #include <cmath>
 #include <cstdint>
 
@@ -11,6 +11,7 @@
 #include "kernels/backends.h"
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -83,7 +84,7 @@ __device__ __forceinline__ bool query_row(const Dims& d, int64_t& b, int64_t& h,
 template <typename A>
 __global__ void __launch_bounds__(kThreads)
     simple_forward_kernel(const A* qkv, A* out, float* lse, Dims d) {
-  extern __shared__ float rows[];
+  OCTET_DYNAMIC_SHARED(float, rows);
   int64_t b, h, i;
   if (!query_row(d, b, h, i)) return;  // whole warps leave; no block barrier follows
   const int64_t hd = d.head_dim, g = h / d.group;
@@ -109,7 +110,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename A>
 __global__ void __launch_bounds__(kThreads)
     simple_dq_kernel(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv, Dims d) {
-  extern __shared__ float rows[];
+  OCTET_DYNAMIC_SHARED(float, rows);
   int64_t b, h, i;
   if (!query_row(d, b, h, i)) return;
   const int64_t hd = d.head_dim, g = h / d.group;
@@ -140,7 +141,7 @@ template <typename A>
 __global__ void __launch_bounds__(kThreads)
     simple_dkdv_kernel(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
                        Dims d) {
-  extern __shared__ float rows[];
+  OCTET_DYNAMIC_SHARED(float, rows);
   const int64_t r = int64_t{blockIdx.x} * kWarps + (threadIdx.x >> 5);
   const int64_t kv_heads = d.batch * d.n_kv_heads;
   if (r >= kv_heads * d.seq_len) return;
@@ -210,9 +211,8 @@ void simple_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                     const AttentionDims& a) {
   const Dims d = dims_of(a);
   const size_t smem = kWarps * 2 * a.head_dim * sizeof(float);
-  simple_forward_kernel<A>
-      <<<warp_blocks(a.batch * a.n_heads * a.seq_len), kThreads, smem, stream()>>>(
-          qkv.as<const A>(), out.as<A>(), lse.as<float>(), d);
+  launch_kernel(simple_forward_kernel<A>, warp_blocks(a.batch * a.n_heads * a.seq_len), kThreads,
+                smem, stream(), qkv.as<const A>(), out.as<A>(), lse.as<float>(), d);
   OCTET_CUDA_CHECK_LAUNCH("attention_forward");
 }
 
@@ -220,15 +220,13 @@ template <typename A>
 void simple_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                      const Tensor& dqkv, const AttentionDims& a) {
   const Dims d = dims_of(a);
-  simple_dq_kernel<A><<<warp_blocks(a.batch * a.n_heads * a.seq_len), kThreads,
-                        kWarps * 3 * a.head_dim * sizeof(float), stream()>>>(
-      dout.as<const A>(), qkv.as<const A>(), out.as<const A>(), lse.as<const float>(), dqkv.as<A>(),
-      d);
+  launch_kernel(simple_dq_kernel<A>, warp_blocks(a.batch * a.n_heads * a.seq_len), kThreads,
+                kWarps * 3 * a.head_dim * sizeof(float), stream(), dout.as<const A>(),
+                qkv.as<const A>(), out.as<const A>(), lse.as<const float>(), dqkv.as<A>(), d);
   OCTET_CUDA_CHECK_LAUNCH("attention_backward");
-  simple_dkdv_kernel<A><<<warp_blocks(a.batch * a.n_kv_heads * a.seq_len), kThreads,
-                          kWarps * 4 * a.head_dim * sizeof(float), stream()>>>(
-      dout.as<const A>(), qkv.as<const A>(), out.as<const A>(), lse.as<const float>(), dqkv.as<A>(),
-      d);
+  launch_kernel(simple_dkdv_kernel<A>, warp_blocks(a.batch * a.n_kv_heads * a.seq_len), kThreads,
+                kWarps * 4 * a.head_dim * sizeof(float), stream(), dout.as<const A>(),
+                qkv.as<const A>(), out.as<const A>(), lse.as<const float>(), dqkv.as<A>(), d);
   OCTET_CUDA_CHECK_LAUNCH("attention_backward");
 }
 
@@ -238,6 +236,7 @@ void simple_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, c
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                        const AttentionDims& dims, const Tensor& /*workspace*/) {
   check_limits("attention_forward", dims);
+  OCTET_CUDA_CHECK("attention_forward", cudaSetDevice(qkv.device.index));
   if (flash_attention_supported(dims, {qkv, out})) {
     return flash_attention_forward(qkv, out, lse, dims);
   }
@@ -249,6 +248,7 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out
                         const Tensor& dqkv, const AttentionDims& dims,
                         const Tensor& /*workspace*/) {
   check_limits("attention_backward", dims);
+  OCTET_CUDA_CHECK("attention_backward", cudaSetDevice(qkv.device.index));
   if (flash_attention_supported(dims, {dout, qkv, out, dqkv})) {
     return flash_attention_backward(dout, qkv, out, lse, dqkv, dims);
   }

@@ -21,7 +21,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) flash_dq_kernel(Params p) {
   using T = Tiles<HD>;
   constexpr int BQ = T::rows, BK = T::bwd_cols;
-  extern __shared__ __align__(16) uint16_t smem[];
+  OCTET_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sdo = sq + T::tile_elems(BQ);
   uint16_t* so = sdo + T::tile_elems(BQ);     // out, for D
@@ -132,7 +132,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) flash_dkdv_kernel(Params p) {
   using T = Tiles<HD>;
   constexpr int BK = T::rows, BQ = T::bwd_cols;
-  extern __shared__ __align__(16) uint16_t smem[];
+  OCTET_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sk = smem;
   uint16_t* sv = sk + T::tile_elems(BK);
   uint16_t* sq = sv + T::tile_elems(BK);                                // [2][BQ] rows

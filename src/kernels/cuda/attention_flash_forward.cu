@@ -19,7 +19,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads) flash_forward_kernel(Params p) {
   using T = Tiles<HD>;
   constexpr int BQ = T::rows, BK = T::fwd_keys;
-  extern __shared__ __align__(16) uint16_t smem[];
+  OCTET_DYNAMIC_SHARED(uint16_t, smem);
   uint16_t* sq = smem;
   uint16_t* sk = sq + T::tile_elems(BQ);      // [2][BK] rows
   uint16_t* sv = sk + 2 * T::tile_elems(BK);  // [2][BK] rows

@@ -1,9 +1,8 @@
 // kernels/cuda/attention_mma.cuh: what the flash attention kernels share
 // (attention_flash_forward.cu, attention_flash_backward.cu): tile shapes, parameters,
-// the PTX they are built from (cp.async, ldmatrix, mma.sync m16n8k16 bf16 -> fp32, ex2),
-// the operand fragments of a shared-memory tile, the loads of tiles and row statistics,
-// and where a block of queries works. CUDA only; internal to kernels/cuda.
-// defines: flash::Tiles, flash::Params, flash::load_a, flash::load_b_by_rows,
+// the operand fragments of a shared-memory tile (ldmatrix and mma.sync of ptx.cuh), the
+// loads of tiles and row statistics, and where a block of queries works. CUDA only; internal to
+// kernels/cuda. defines: flash::Tiles, flash::Params, flash::load_a, flash::load_b_by_rows,
 //          flash::load_b_by_cols, flash::rows_times_rows, flash::acc_times_tile,
 //          flash::load_tile, flash::load_lse, flash::row_stats, flash::QueryBlock,
 //          flash::query_block, flash::launch, flash::params
@@ -13,9 +12,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/ptx.cuh"
 
 namespace octet::kernels::cuda::flash {
 
@@ -52,69 +56,12 @@ struct Params {
   float scale_log2;  // log2(e) / sqrt(head_dim): scores go to exp2 in one FMA
 };
 
-// ---- PTX wrappers ------------------------------------------------------------------
-
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, asynchronously; zero-filled when !valid (nothing is read).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-// 4 bytes global -> shared, asynchronously (cached in L1: .cg takes 16 bytes only).
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool valid) {
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-// Waits until at most `N` of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
-// d += a b for one m16n8k16 tile: a row-major bf16 (4 registers), b column-major bf16
-// (2 registers), d fp32. Fragment of lane (g = lane / 4, t = lane % 4): d[0], d[1] are
-// row g, columns 2t and 2t + 1; d[2], d[3] the same columns of row g + 8.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// ---- PTX-free helpers -----------------------------------------------------------------
 
 // Two floats as bf16 (round to nearest even), `lo` in the low half (the lower column).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// 2^x on the special function unit: ex2.approx.ftz, within 2 ulp; results below 2^-126
-// flush to zero, and 2^-inf = 0 (how masked scores vanish).
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // ---- fragments -----------------------------------------------------------------------
@@ -301,13 +248,25 @@ __device__ __forceinline__ QueryBlock query_block(const Params& p) {
 
 // ---- launches -------------------------------------------------------------------------
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory (above the default 48 KiB
-// limit, hence the attribute, a per-function setting and no synchronisation).
+// Launches `kernel` with `smem` bytes of dynamic shared memory. Above the default 48 KiB
+// that needs the kernel's MaxDynamicSharedMemorySize attribute, a setting per kernel and
+// device: it is set the first time a kernel needs more on a device, not at every launch.
 template <typename Kernel>
 void launch(const char* op, Kernel kernel, dim3 grid, size_t smem, const Params& p) {
-  OCTET_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
-  kernel<<<grid, kThreads, smem, stream()>>>(p);
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, size_t> allowed;  // (kernel, device) -> bytes
+  int device = 0;
+  OCTET_CUDA_CHECK(op, cudaGetDevice(&device));
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    size_t& bytes = allowed[{reinterpret_cast<const void*>(kernel), device}];
+    if (smem > bytes) {
+      OCTET_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(smem)));
+      bytes = smem;
+    }
+  }
+  launch_kernel(kernel, grid, kThreads, smem, stream(), p);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 

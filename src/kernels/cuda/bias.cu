@@ -4,6 +4,7 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -40,15 +41,15 @@ __global__ void bias_grad_kernel(const void* dy, bool bf16, int64_t rows, int64_
 
 void add_bias(const Tensor& y, const Tensor& bias) {
   OCTET_CUDA_CHECK("add_bias", cudaSetDevice(y.device.index));
-  add_bias_kernel<<<blocks_for(y.numel(), 256), 256, 0, stream()>>>(
-      y.data, y.dtype == DType::bf16, bias.data, bias.dtype == DType::bf16, y.rows(), y.cols());
+  launch_kernel(add_bias_kernel, blocks_for(y.numel(), 256), 256, 0, stream(), y.data,
+                y.dtype == DType::bf16, bias.data, bias.dtype == DType::bf16, y.rows(), y.cols());
   OCTET_CUDA_CHECK_LAUNCH("add_bias");
 }
 
 void bias_grad_accumulate(const Tensor& dy, const Tensor& grad) {
   OCTET_CUDA_CHECK("bias_grad", cudaSetDevice(dy.device.index));
-  bias_grad_kernel<<<blocks_for(dy.cols(), 256), 256, 0, stream()>>>(
-      dy.data, dy.dtype == DType::bf16, dy.rows(), dy.cols(), grad.as<float>());
+  launch_kernel(bias_grad_kernel, blocks_for(dy.cols(), 256), 256, 0, stream(), dy.data,
+                dy.dtype == DType::bf16, dy.rows(), dy.cols(), grad.as<float>());
   OCTET_CUDA_CHECK_LAUNCH("bias_grad");
 }
 

@@ -5,6 +5,7 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -69,8 +70,8 @@ void convert(const Tensor& src, const Tensor& dst, Overflow overflow) {
   }
   constexpr int kThreads = 256;
   const int64_t n = src.numel();
-  convert_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
-      src.data, src.dtype, dst.data, dst.dtype, n, overflow == Overflow::saturate);
+  launch_kernel(convert_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), src.data, src.dtype,
+                dst.data, dst.dtype, n, overflow == Overflow::saturate);
   OCTET_CUDA_CHECK_LAUNCH("convert");
 }
 

@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
@@ -169,8 +170,9 @@ void launch(const Tensor& logits, const Tensor& targets, const Tensor& losses,
   const bool packed_store =
       d != nullptr && (reinterpret_cast<uintptr_t>(d) - reinterpret_cast<uintptr_t>(x)) % 16 == 0;
   const unsigned blocks = static_cast<unsigned>(rows < 0x7FFFFFFF ? rows : 0x7FFFFFFF);
-  cross_entropy_kernel<A><<<blocks, kThreads, 0, stream()>>>(
-      x, targets.as<const int32_t>(), losses.as<float>(), d, rows, vocab, grad_scale, packed_store);
+  launch_kernel(cross_entropy_kernel<A>, blocks, kThreads, 0, stream(), x,
+                targets.as<const int32_t>(), losses.as<float>(), d, rows, vocab, grad_scale,
+                packed_store);
   OCTET_CUDA_CHECK_LAUNCH("cross_entropy");
 }
 

@@ -4,6 +4,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
@@ -33,8 +34,8 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   OCTET_CUDA_CHECK("add", cudaSetDevice(a.device.index));
   const int64_t n = a.numel();
   const bool vec = aligned16(a.data) && aligned16(b.data) && aligned16(out.data);
-  add_kernel<<<blocks_for((n + kGroup - 1) / kGroup, kThreads), kThreads, 0, stream()>>>(
-      a.data, b.data, out.data, a.dtype == DType::bf16, n, vec);
+  launch_kernel(add_kernel, blocks_for((n + kGroup - 1) / kGroup, kThreads), kThreads, 0, stream(),
+                a.data, b.data, out.data, a.dtype == DType::bf16, n, vec);
   OCTET_CUDA_CHECK_LAUNCH("add");
 }
 

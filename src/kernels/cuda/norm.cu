@@ -5,7 +5,9 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
+#include "kernels/cuda/scratch.h"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -18,7 +20,8 @@ constexpr int kMaxThreads = 512;
 constexpr int64_t kMaxDim = int64_t{kMaxThreads} * kGroupsPerThread * kGroup;
 
 // dweight's per-block partial sums: [blocks, D] with blocks <= kPartialFloats / D. Static,
-// because kernels never allocate; launches on one stream never overlap, so one copy serves.
+// because kernels never allocate; launches on one stream never overlap, so one copy serves
+// (claim_static_scratch refuses a second stream while the first has work queued).
 constexpr int64_t kPartialFloats = int64_t{1} << 21;  // 8 MiB
 constexpr int64_t kMaxBackwardBlocks = 512;
 __device__ float g_dweight_partials[kPartialFloats];
@@ -157,13 +160,14 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, con
                      float eps) {
   constexpr const char* op = "rmsnorm_forward";
   OCTET_CUDA_CHECK(op, cudaSetDevice(x.device.index));
+  claim_static_scratch(op);
   const int64_t rows = x.rows(), dim = x.cols();
   check_dim(op, dim);
   const bool vec =
       dim % kGroup == 0 && aligned16(x.data) && aligned16(y.data) && aligned16(weight.data);
-  rmsnorm_forward_kernel<<<blocks_for(rows, 1), threads_for(dim), 0, stream()>>>(
-      x.data, weight.data, x.dtype == DType::bf16, weight.dtype == DType::bf16, y.data,
-      rstd.as<float>(), rows, dim, eps, vec);
+  launch_kernel(rmsnorm_forward_kernel, blocks_for(rows, 1), threads_for(dim), 0, stream(), x.data,
+                weight.data, x.dtype == DType::bf16, weight.dtype == DType::bf16, y.data,
+                rstd.as<float>(), rows, dim, eps, vec);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -181,12 +185,13 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   if (blocks > rows) blocks = rows;
   const int64_t rows_per_block = (rows + blocks - 1) / blocks;
   blocks = (rows + rows_per_block - 1) / rows_per_block;
-  rmsnorm_backward_kernel<<<static_cast<unsigned>(blocks), threads_for(dim), 0, stream()>>>(
-      dy.data, x.data, weight.data, x.dtype == DType::bf16, weight.dtype == DType::bf16,
-      rstd.as<const float>(), dx.data, rows, dim, rows_per_block, vec);
+  launch_kernel(rmsnorm_backward_kernel, static_cast<unsigned>(blocks), threads_for(dim), 0,
+                stream(), dy.data, x.data, weight.data, x.dtype == DType::bf16,
+                weight.dtype == DType::bf16, rstd.as<const float>(), dx.data, rows, dim,
+                rows_per_block, vec);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  rmsnorm_dweight_kernel<<<blocks_for(dim, 256), 256, 0, stream()>>>(blocks, dim,
-                                                                     dweight.as<float>());
+  launch_kernel(rmsnorm_dweight_kernel, blocks_for(dim, 256), 256, 0, stream(), blocks, dim,
+                dweight.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 

@@ -7,6 +7,8 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/optimizer.h"
 
 namespace octet::kernels::cuda {
@@ -14,7 +16,8 @@ namespace {
 
 constexpr int kThreads = 256;
 // Sums use a fixed grid and add the per-block partials in block order in the last
-// block to finish, so the result is the same bits on every run.
+// block to finish, so the result is the same bits on every run. The partials are static
+// (one copy per device), so sums must run on one stream at a time (claim_static_scratch).
 constexpr int kSumBlocks = 1024;
 __device__ double g_partials[kSumBlocks];
 __device__ unsigned g_blocks_done;
@@ -82,8 +85,9 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
 
 void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
   OCTET_CUDA_CHECK(square ? "sum_of_squares" : "add_scaled_sum", cudaSetDevice(out.device.index));
-  sum_kernel<<<kSumBlocks, kThreads, 0, stream()>>>(x.data, x.dtype == DType::bf16, x.numel(),
-                                                    square, scale, out.as<float>());
+  claim_static_scratch(square ? "sum_of_squares" : "add_scaled_sum");
+  launch_kernel(sum_kernel, kSumBlocks, kThreads, 0, stream(), x.data, x.dtype == DType::bf16,
+                x.numel(), square, scale, out.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "add_scaled_sum");
 }
 
@@ -98,9 +102,9 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   const float bias1 = 1.0f - static_cast<float>(std::pow(double{s.beta1}, double(s.step)));
   const float bias2 = 1.0f - static_cast<float>(std::pow(double{s.beta2}, double(s.step)));
   const int64_t n = param.numel();
-  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
-      param.as<float>(), grad.as<const float>(), m.as<float>(), v.as<float>(), n, s, bias1, bias2,
-      decay, s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
+  launch_kernel(adamw_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), param.as<float>(),
+                grad.as<const float>(), m.as<float>(), v.as<float>(), n, s, bias1, bias2, decay,
+                s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
   OCTET_CUDA_CHECK_LAUNCH("adamw");
 }
 

@@ -14,7 +14,9 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/quantize_device.cuh"
+#include "kernels/cuda/scratch.h"
 #include "kernels/quantize.h"
 #include "kernels/scaling.h"
 
@@ -99,8 +101,8 @@ void launch_generic(const Matrix& m, uint8_t* data, void* scale_inv, ScaleGrid g
   const int64_t grid_rows = (m.rows + br - 1) / br, grid_cols = (m.cols + bc - 1) / bc;
   OCTET_CHECK(grid_rows * grid_cols <= 0x7FFFFFFF, "quantize", "too many scale blocks (",
               grid_rows * grid_cols, ") for one launch");
-  generic_kernel<<<static_cast<unsigned>(grid_rows * grid_cols), kThreads, 0, stream()>>>(
-      m, data, scale_inv, br, bc, grid_cols, codec, finish, count);
+  launch_kernel(generic_kernel, static_cast<unsigned>(grid_rows * grid_cols), kThreads, 0, stream(),
+                m, data, scale_inv, br, bc, grid_cols, codec, finish, count);
   OCTET_CUDA_CHECK_LAUNCH("quantize");
 }
 
@@ -154,6 +156,7 @@ bool is_tile_width(int64_t n) {
 
 void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& o) {
   OCTET_CUDA_CHECK("quantize", cudaSetDevice(x.device.index));
+  claim_static_scratch("quantize");
   qz::Call c{};
   c.x = x.data;
   c.bf16 = x.dtype == DType::bf16;
@@ -225,9 +228,10 @@ void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, con
   const int64_t rows = data.rows(), cols = data.cols();
   const int64_t grid_cols =
       grid.block_cols == 0 ? 1 : (cols + grid.block_cols - 1) / grid.block_cols;
-  dequantize_kernel<<<blocks_for(data.numel(), kThreads), kThreads, 0, stream()>>>(
-      data.as<const uint8_t>(), data.dtype == DType::e5m2, scale_inv.data, grid.e8m0, rows, cols,
-      grid.block_rows, grid.block_cols, grid_cols, y.data, y.dtype == DType::bf16);
+  launch_kernel(dequantize_kernel, blocks_for(data.numel(), kThreads), kThreads, 0, stream(),
+                data.as<const uint8_t>(), data.dtype == DType::e5m2, scale_inv.data, grid.e8m0,
+                rows, cols, grid.block_rows, grid.block_cols, grid_cols, y.data,
+                y.dtype == DType::bf16);
   OCTET_CUDA_CHECK_LAUNCH("dequantize");
 }
 
@@ -236,10 +240,10 @@ void delayed_scaling_update(const Tensor& history, const Tensor& scale, const Te
                             int margin) {
   OCTET_CUDA_CHECK("delayed_scaling_update", cudaSetDevice(history.device.index));
   const int64_t n = history.rows();
-  delayed_update_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(
-      history.as<float>(), n, history.cols(), scale.as<float>(), scale_inv.as<float>(),
-      fp8_max.as<const float>(), nonfinite.empty() ? nullptr : nonfinite.as<int>(),
-      reduce == AmaxReduce::max, margin);
+  launch_kernel(delayed_update_kernel, blocks_for(n, kThreads), kThreads, 0, stream(),
+                history.as<float>(), n, history.cols(), scale.as<float>(), scale_inv.as<float>(),
+                fp8_max.as<const float>(), nonfinite.empty() ? nullptr : nonfinite.as<int>(),
+                reduce == AmaxReduce::max, margin);
   OCTET_CUDA_CHECK_LAUNCH("delayed_scaling_update");
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cuda/ptx.cuh"
 #include "kernels/quantize.h"
 
 namespace octet::kernels::cuda::qz {
@@ -20,7 +21,8 @@ constexpr int kThreads = 256;  // every quantize kernel runs 256-thread blocks
 // Cross-block state of one quantize call, in static device memory (kernels never
 // allocate). Between calls every field is zero except `scale`: the last block of each
 // reducing kernel reads and clears it (block_finish), so calls must be stream-ordered,
-// as every octet kernel is (cuda::stream()).
+// as every octet kernel is (cuda::stream()); quantize() checks that with
+// claim_static_scratch (kernels/cuda/scratch.h).
 struct Scratch {
   unsigned amax_bits;    // max of |x| as bits (NaN > Inf > finite as unsigned)
   unsigned blocks_done;  // blocks of the running kernel that have added their share
@@ -85,7 +87,7 @@ void launch_tiles(const Call& c, TileMode mode, int seg, const float* scale, boo
 // rows and columns, the tile pass, and the conversion of the amaxes into scale_inv.
 void launch_rows_transposed(const Call& c);
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(OCTET_CUDASIM)
 
 // ---- device helpers ------------------------------------------------------------
 
@@ -135,13 +137,7 @@ __device__ __forceinline__ uint32_t encode_soft(uint32_t x_bits, float v, const 
 // finite overflow and infinities to ±max (saturating mode), as the scalar routine;
 // only NaN differs (no sign kept, E5M2 0x7F), and encode4 redoes those.
 __device__ __forceinline__ uint32_t cvt2(float lo, float hi, bool e5m2) {
-  unsigned short r;
-  if (e5m2) {
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  } else {
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  }
-  return r;
+  return e5m2 ? cvt_e5m2x2(lo, hi) : cvt_e4m3x2(lo, hi);
 }
 
 // Four codes of x * scale (x as f32 bits), little-endian in a word. With kCount,
@@ -325,6 +321,6 @@ __device__ __forceinline__ void store_codes(uint8_t* data, int64_t rows, int64_t
   }
 }
 
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || OCTET_CUDASIM
 
 }  // namespace octet::kernels::cuda::qz

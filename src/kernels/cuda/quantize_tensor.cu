@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/quantize_device.cuh"
 
 namespace octet::kernels::cuda::qz {
@@ -153,9 +154,9 @@ __global__ void __launch_bounds__(kThreads) row_kernel(RowArgs a) {
 template <class In>
 void launch_flat(const FlatArgs& a, bool count, unsigned blocks) {
   if (count) {
-    flat_kernel<In, true><<<blocks, kThreads, 0, stream()>>>(a);
+    launch_kernel(flat_kernel<In, true>, blocks, kThreads, 0, stream(), a);
   } else {
-    flat_kernel<In, false><<<blocks, kThreads, 0, stream()>>>(a);
+    launch_kernel(flat_kernel<In, false>, blocks, kThreads, 0, stream(), a);
   }
 }
 
@@ -230,15 +231,15 @@ void launch_rows(const Call& c) {
   const unsigned blocks = one_round(c.rows, a.warp_per_row ? kThreads / 32 : 1);
   if (c.bf16) {
     if (c.counts) {
-      row_kernel<uint16_t, true><<<blocks, kThreads, 0, stream()>>>(a);
+      launch_kernel(row_kernel<uint16_t, true>, blocks, kThreads, 0, stream(), a);
     } else {
-      row_kernel<uint16_t, false><<<blocks, kThreads, 0, stream()>>>(a);
+      launch_kernel(row_kernel<uint16_t, false>, blocks, kThreads, 0, stream(), a);
     }
   } else {
     if (c.counts) {
-      row_kernel<uint32_t, true><<<blocks, kThreads, 0, stream()>>>(a);
+      launch_kernel(row_kernel<uint32_t, true>, blocks, kThreads, 0, stream(), a);
     } else {
-      row_kernel<uint32_t, false><<<blocks, kThreads, 0, stream()>>>(a);
+      launch_kernel(row_kernel<uint32_t, false>, blocks, kThreads, 0, stream(), a);
     }
   }
   OCTET_CUDA_CHECK_LAUNCH("quantize");

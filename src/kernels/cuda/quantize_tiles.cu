@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/quantize_device.cuh"
 
 namespace octet::kernels::cuda::qz {
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) tile_kernel(TileArgs a) {
   constexpr int kRowThreads = kTile / V;             // threads per tile row: 16 | 32
   constexpr int kPassRows = kThreads / kRowThreads;  // rows per pass: 16 | 8
   constexpr int kPasses = kTile / kPassRows;         // 8 | 16 vectors per thread
-  extern __shared__ uint4 stage[];
+  OCTET_DYNAMIC_SHARED(uint4, stage);
   __shared__ float s_scale[2 * kTile];  // rowcol: the tile's row scales, then column scales
   __shared__ uint32_t s_warp[kThreads / 32];
 
@@ -324,7 +325,7 @@ void allow_large_stage() {
 template <class In, bool kCount>
 void launch_tile_kernel(const TileArgs& a, unsigned blocks, size_t smem) {
   if (smem > 48 * 1024) allow_large_stage<In, kCount>();
-  tile_kernel<In, kCount><<<blocks, kThreads, smem, stream()>>>(a);
+  launch_kernel(tile_kernel<In, kCount>, blocks, kThreads, smem, stream(), a);
 }
 
 template <class In>
@@ -399,11 +400,11 @@ void launch_rows_transposed(const Call& c) {
               "] has too many 128x128 tiles for one launch");
   const bool vec = aligned(c.x, 16) && (c.cols * in_size) % 16 == 0;
   if (c.bf16) {
-    rowcol_amax_kernel<uint16_t><<<static_cast<unsigned>(tiles), kThreads, 0, stream()>>>(
-        c.x, c.rows, c.cols, tiles_of(c.cols), vec, row_amax, col_amax);
+    launch_kernel(rowcol_amax_kernel<uint16_t>, static_cast<unsigned>(tiles), kThreads, 0, stream(),
+                  c.x, c.rows, c.cols, tiles_of(c.cols), vec, row_amax, col_amax);
   } else {
-    rowcol_amax_kernel<uint32_t><<<static_cast<unsigned>(tiles), kThreads, 0, stream()>>>(
-        c.x, c.rows, c.cols, tiles_of(c.cols), vec, row_amax, col_amax);
+    launch_kernel(rowcol_amax_kernel<uint32_t>, static_cast<unsigned>(tiles), kThreads, 0, stream(),
+                  c.x, c.rows, c.cols, tiles_of(c.cols), vec, row_amax, col_amax);
   }
   OCTET_CUDA_CHECK_LAUNCH("quantize");
   launch_tiles(c, TileMode::rowcol, 0, nullptr, false);
@@ -412,8 +413,8 @@ void launch_rows_transposed(const Call& c) {
   f.amax = c.amax;
   const int64_t n = c.rows + c.cols;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1024));
-  rowcol_finish_kernel<<<blocks, kThreads, 0, stream()>>>(row_amax, c.rows, col_amax, c.cols,
-                                                          c.codec, f);
+  launch_kernel(rowcol_finish_kernel, blocks, kThreads, 0, stream(), row_amax, c.rows, col_amax,
+                c.cols, c.codec, f);
   OCTET_CUDA_CHECK_LAUNCH("quantize");
 }
 

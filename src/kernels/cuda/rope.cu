@@ -4,6 +4,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
@@ -69,9 +70,10 @@ void rope(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_d
               " are beyond what the CUDA kernel indexes with int");
   const int bx = static_cast<int>(half < kThreads ? half : kThreads);
   const dim3 block(bx, kThreads / bx);
-  rope_kernel<<<blocks_for(qkv.rows(), static_cast<int>(block.y)), block, 0, stream()>>>(
-      qkv.data, qkv.dtype == DType::bf16, qkv.rows(), static_cast<int>(n_heads + n_kv_heads),
-      qkv.cols(), static_cast<int>(head_dim), seq_len, theta, backward ? -1.0f : 1.0f);
+  launch_kernel(rope_kernel, blocks_for(qkv.rows(), static_cast<int>(block.y)), block, 0, stream(),
+                qkv.data, qkv.dtype == DType::bf16, qkv.rows(),
+                static_cast<int>(n_heads + n_kv_heads), qkv.cols(), static_cast<int>(head_dim),
+                seq_len, theta, backward ? -1.0f : 1.0f);
   OCTET_CUDA_CHECK_LAUNCH(op);
 }
 

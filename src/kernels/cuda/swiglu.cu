@@ -7,6 +7,7 @@
 #include "core/convert.h"
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layer_io.cuh"
 
 namespace octet::kernels::cuda {
@@ -84,11 +85,11 @@ void launch_forward(const Tensor& gate_up, const Tensor& out) {
   const A* x = gate_up.as<const A>();
   A* y = out.as<A>();
   if (use_packs<A>(hidden, x, y, nullptr)) {
-    swiglu_forward_kernel<A, n>
-        <<<blocks_for(rows * hidden / n, kThreads), kThreads, 0, stream()>>>(x, y, rows, hidden);
+    launch_kernel(swiglu_forward_kernel<A, n>, blocks_for(rows * hidden / n, kThreads), kThreads, 0,
+                  stream(), x, y, rows, hidden);
   } else {
-    swiglu_forward_kernel<A, 1>
-        <<<blocks_for(rows * hidden, kThreads), kThreads, 0, stream()>>>(x, y, rows, hidden);
+    launch_kernel(swiglu_forward_kernel<A, 1>, blocks_for(rows * hidden, kThreads), kThreads, 0,
+                  stream(), x, y, rows, hidden);
   }
   OCTET_CUDA_CHECK_LAUNCH("swiglu_forward");
 }
@@ -101,12 +102,11 @@ void launch_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dg
   const A* x = gate_up.as<const A>();
   A* dx = dgate_up.as<A>();
   if (use_packs<A>(hidden, d, x, dx)) {
-    swiglu_backward_kernel<A, n>
-        <<<blocks_for(rows * hidden / n, kThreads), kThreads, 0, stream()>>>(d, x, dx, rows,
-                                                                             hidden);
+    launch_kernel(swiglu_backward_kernel<A, n>, blocks_for(rows * hidden / n, kThreads), kThreads,
+                  0, stream(), d, x, dx, rows, hidden);
   } else {
-    swiglu_backward_kernel<A, 1>
-        <<<blocks_for(rows * hidden, kThreads), kThreads, 0, stream()>>>(d, x, dx, rows, hidden);
+    launch_kernel(swiglu_backward_kernel<A, 1>, blocks_for(rows * hidden, kThreads), kThreads, 0,
+                  stream(), d, x, dx, rows, hidden);
   }
   OCTET_CUDA_CHECK_LAUNCH("swiglu_backward");
 }

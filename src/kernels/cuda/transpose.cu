@@ -3,6 +3,7 @@
 
 #include "kernels/backends.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace octet::kernels::cuda {
 namespace {
@@ -33,8 +34,8 @@ void launch(const Tensor& src, const Tensor& dst) {
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
                   static_cast<unsigned>((rows + kTile - 1) / kTile));
   OCTET_CHECK(grid.y <= 65535, "transpose", src.str(), " has too many rows for one launch");
-  transpose_kernel<T><<<grid, dim3(kTile, kRowsPerPass), 0, stream()>>>(src.as<const T>(),
-                                                                        dst.as<T>(), rows, cols);
+  launch_kernel(transpose_kernel<T>, grid, dim3(kTile, kRowsPerPass), 0, stream(),
+                src.as<const T>(), dst.as<T>(), rows, cols);
   OCTET_CUDA_CHECK_LAUNCH("transpose");
 }
 
