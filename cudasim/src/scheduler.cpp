@@ -16,7 +16,7 @@
 #include "fiber.h"
 #include "state.h"
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
 #include <sanitizer/tsan_interface.h>
 #define CUDASIM_RELEASE(p) __tsan_release(p)
 #define CUDASIM_ACQUIRE(p) __tsan_acquire(p)
@@ -416,13 +416,15 @@ void warp_collective(unsigned mask, const void* value, void* out, size_t size, c
          m + ": every lane of a mask must make the same call with the same mask");
   }
   const unsigned gen = w.generation;
-  CUDASIM_RELEASE(&w.sync[gen % kSyncRing]);
   th.value = value;
   th.out = out;
   th.where = where;
   th.kind = kind;
   w.arrived |= me;
   if (w.arrived == mask) {  // the last lane gathers for everybody
+    // ThreadSanitizer: the other lanes' values happen before the gather, the gather before
+    // their return.
+    CUDASIM_ACQUIRE(&w.sync[gen % kSyncRing]);
     auto* mine = static_cast<char*>(out);
     for (unsigned l = 0; l < 32; ++l)
       if ((mask >> l & 1u) != 0)
@@ -436,7 +438,9 @@ void warp_collective(unsigned mask, const void* value, void* out, size_t size, c
     }
     w.arrived = 0;
     ++w.generation;
+    CUDASIM_RELEASE(&w.sync[gen % kSyncRing]);
   } else {
+    CUDASIM_RELEASE(&w.sync[gen % kSyncRing]);
     th.wait = Wait::collective;
     to_scheduler();
     if (b.faulted) throw Abort{};
