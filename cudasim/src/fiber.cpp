@@ -77,9 +77,11 @@ Stack& stack_for(unsigned linear) {
 void make_fiber(Fiber& f, unsigned linear, void (*entry)(void*), void* arg) {
   f.stack = &stack_for(linear);
 #if defined(__SANITIZE_ADDRESS__)
-  // A fiber abandoned after a fault leaves its frames' redzones behind.
-  __asan_unpoison_memory_region(f.stack->base, f.stack->bytes);
+  // A fiber abandoned after a fault leaves its frames' redzones behind (a fiber that ran to
+  // its end has unpoisoned its frames on the way out).
+  if (f.stack->abandoned) __asan_unpoison_memory_region(f.stack->base, f.stack->bytes);
 #endif
+  f.stack->abandoned = false;
   f.ctx = bctx::make_fcontext(static_cast<char*>(f.stack->base) + f.stack->bytes, f.stack->bytes,
                               trampoline);
   f.entry = entry;

@@ -243,6 +243,8 @@ void run_block(Block& b, const uint3& block_idx) {
     if (th.wait == Wait::done && !b.faulted) check_exit(b, th);
   }
   if (!b.faulted && b.done != n) report_deadlock(b);
+  for (unsigned i = 0; i < n; ++i)
+    if (b.threads[i].wait != Wait::done) b.threads[i].fiber.stack->abandoned = true;
   CUDASIM_ACQUIRE(&g_block_end);
 }
 
