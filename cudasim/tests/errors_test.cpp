@@ -26,7 +26,7 @@ class CudasimErrors : public testing::Test {
 int g_runs = 0;  // host-side count of kernel thread executions (kernels run on this thread)
 
 __global__ void count_kernel(int* p) {
-  ++g_runs;
+  atomicAdd(&g_runs, 1);
   if (p != nullptr && threadIdx.x == 0) p[0] = 1;
 }
 
