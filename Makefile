@@ -39,7 +39,7 @@ test-cudasim: setup
 test-cudasim-tsan: setup
 	cmake -S . -B $(CUDASIM_TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTET_CUDASIM=ON -DOCTET_SANITIZE_THREAD=ON
 	cmake --build $(CUDASIM_TSAN_BUILD) -j $(JOBS)
-	cd $(CUDASIM_TSAN_BUILD) && ctest --output-on-failure -j $(JOBS) -L gpu --timeout 1800
+	cd $(CUDASIM_TSAN_BUILD) && OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS) -L gpu --timeout 1800
 
 # The main job: the tiny LLaMA trained on the synthetic corpus in bf16 and in fp8,
 # both final validation losses printed next to the corpus' entropy floor.

@@ -7,7 +7,7 @@ Builds transformers' LlamaForCausalLM from the same config (a config.json that
 warm-up then timed training steps on random tokens at the same batch and sequence length:
 forward with the loss, backward, gradient clipping at 1.0 and AdamW (fused where torch has
 it), as octet's step does. Prints tokens/s, step time, model TFLOP/s and MFU (octet's FLOP
-formula, bench/step_model.h) and peak memory (torch.cuda.max_memory_allocated from before the
+formula, src/cli/bench/step_model.h) and peak memory (torch.cuda.max_memory_allocated from before the
 model is built).
 
 Where torch, transformers or the GPU is missing it says so and exits 0 ("skipped" in --json).
@@ -57,7 +57,7 @@ def load_config(args):
 
 def flops_per_token(c, seq):
     """Model FLOPs per token of forward + backward, exactly as octet's step_flops_per_token
-    (bench/step_model.h derives it): 6 x matmul weights (block linears + LM head) plus the
+    (src/cli/bench/step_model.h derives it): 6 x matmul weights (block linears + LM head) plus the
     causal attention core 6 x layers x seq x heads x head_dim."""
     d, f, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     h, kv = c["num_attention_heads"], c["num_key_value_heads"]

@@ -38,7 +38,7 @@ def linear_shapes(suite, name, tokens, n_in, n_out):
 
 
 def make_shapes(suites, sizes):
-    """The list octet's bench_gemm_cuda.cpp builds, in the same order."""
+    """The list octet's src/cli/bench/bench_gemm_cuda.cpp builds, in the same order."""
     shapes = []
     if "square" in suites:
         shapes += [{"suite": "square", "shape": f"n={n}", "gemm": "square", "m": n, "n": n, "k": n} for n in sizes]

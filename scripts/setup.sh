@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build git pkg-config libgtest-dev libdnnl-dev
-          libopenblas-dev libsentencepiece-dev python3 python3-venv python3-pip)
+packages=(build-essential cmake ninja-build git pkg-config libgtest-dev libboost-context-dev
+          libdnnl-dev libopenblas-dev libsentencepiece-dev nlohmann-json3-dev libcli11-dev python3
+          python3-venv python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

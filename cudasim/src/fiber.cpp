@@ -12,14 +12,14 @@
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
 #include <sanitizer/tsan_interface.h>
 #endif
 
 namespace cudasim::detail {
 
 namespace {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CUDASIM_TSAN)
 constexpr size_t kStackBytes = 512 * 1024;  // sanitizers grow frames (redzones, shadow)
 #else
 constexpr size_t kStackBytes = 128 * 1024;
@@ -37,7 +37,7 @@ thread_local bctx::fcontext_t t_scheduler = nullptr;
 thread_local const void* t_sched_bottom = nullptr;
 thread_local size_t t_sched_size = 0;
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
 thread_local void* t_sched_tsan = nullptr;
 #endif
 
@@ -66,7 +66,7 @@ Stack& stack_for(unsigned linear) {
     mprotect(m, kGuard, PROT_NONE);  // a stack overflow faults instead of corrupting
     s->base = static_cast<char*>(m) + kGuard;
     s->bytes = kStackBytes;
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
     s->tsan_fiber = __tsan_create_fiber(0);
 #endif
     stacks[linear] = std::move(s);
@@ -77,9 +77,11 @@ Stack& stack_for(unsigned linear) {
 void make_fiber(Fiber& f, unsigned linear, void (*entry)(void*), void* arg) {
   f.stack = &stack_for(linear);
 #if defined(__SANITIZE_ADDRESS__)
-  // A fiber abandoned after a fault leaves its frames' redzones behind.
-  __asan_unpoison_memory_region(f.stack->base, f.stack->bytes);
+  // A fiber abandoned after a fault leaves its frames' redzones behind (a fiber that ran to
+  // its end has unpoisoned its frames on the way out).
+  if (f.stack->abandoned) __asan_unpoison_memory_region(f.stack->base, f.stack->bytes);
 #endif
+  f.stack->abandoned = false;
   f.ctx = bctx::make_fcontext(static_cast<char*>(f.stack->base) + f.stack->bytes, f.stack->bytes,
                               trampoline);
   f.entry = entry;
@@ -91,7 +93,7 @@ void to_fiber(Fiber& f) {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack->base, f.stack->bytes);
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
   if (t_sched_tsan == nullptr) t_sched_tsan = __tsan_get_current_fiber();
   __tsan_switch_to_fiber(f.stack->tsan_fiber, __tsan_switch_to_fiber_no_sync);
 #endif
@@ -107,7 +109,7 @@ void to_scheduler() {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, t_sched_bottom, t_sched_size);
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
   __tsan_switch_to_fiber(t_sched_tsan, __tsan_switch_to_fiber_no_sync);
 #endif
   const bctx::transfer_t t = bctx::jump_fcontext(t_scheduler, nullptr);
@@ -121,7 +123,7 @@ void finish_fiber() {
 #if defined(__SANITIZE_ADDRESS__)
   __sanitizer_start_switch_fiber(nullptr, t_sched_bottom, t_sched_size);
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
   __tsan_switch_to_fiber(t_sched_tsan, __tsan_switch_to_fiber_no_sync);
 #endif
   bctx::jump_fcontext(t_scheduler, nullptr);

@@ -16,6 +16,7 @@ struct Stack {
   void* base = nullptr;  // lowest usable address
   size_t bytes = 0;
   void* tsan_fiber = nullptr;
+  bool abandoned = false;  // a fiber was dropped mid-run on it: frames' redzones left behind
 };
 Stack& stack_for(unsigned linear);  // a pool, reused across blocks and launches
 

@@ -13,7 +13,7 @@
 
 #include "state.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CUDASIM_TSAN)
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -99,7 +99,7 @@ uint64_t seed() {
 }
 
 std::string kernel_name(const void* kernel) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__) || defined(CUDASIM_TSAN)
   char buf[512] = {};
   // The symbolizer wants a return address; +1 lands inside the function's first instruction.
   __sanitizer_symbolize_pc(const_cast<char*>(static_cast<const char*>(kernel)) + 1, "%f", buf,

@@ -16,7 +16,7 @@
 #include "fiber.h"
 #include "state.h"
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(CUDASIM_TSAN)
 #include <sanitizer/tsan_interface.h>
 #define CUDASIM_RELEASE(p) __tsan_release(p)
 #define CUDASIM_ACQUIRE(p) __tsan_acquire(p)
@@ -243,6 +243,8 @@ void run_block(Block& b, const uint3& block_idx) {
     if (th.wait == Wait::done && !b.faulted) check_exit(b, th);
   }
   if (!b.faulted && b.done != n) report_deadlock(b);
+  for (unsigned i = 0; i < n; ++i)
+    if (b.threads[i].wait != Wait::done) b.threads[i].fiber.stack->abandoned = true;
   CUDASIM_ACQUIRE(&g_block_end);
 }
 
@@ -261,6 +263,10 @@ void no_thread(const char* what) {
 bool fail_launch(cudaError_t code) {
   set_last_error(code);
   return true;
+}
+
+void fail_execution(cudaError_t code) {
+  if (sticky_error() == cudaSuccess) set_sticky(code);
 }
 
 void launch(const Launch& l) {
@@ -412,13 +418,15 @@ void warp_collective(unsigned mask, const void* value, void* out, size_t size, c
          m + ": every lane of a mask must make the same call with the same mask");
   }
   const unsigned gen = w.generation;
-  CUDASIM_RELEASE(&w.sync[gen % kSyncRing]);
   th.value = value;
   th.out = out;
   th.where = where;
   th.kind = kind;
   w.arrived |= me;
   if (w.arrived == mask) {  // the last lane gathers for everybody
+    // ThreadSanitizer: the other lanes' values happen before the gather, the gather before
+    // their return.
+    CUDASIM_ACQUIRE(&w.sync[gen % kSyncRing]);
     auto* mine = static_cast<char*>(out);
     for (unsigned l = 0; l < 32; ++l)
       if ((mask >> l & 1u) != 0)
@@ -432,7 +440,9 @@ void warp_collective(unsigned mask, const void* value, void* out, size_t size, c
     }
     w.arrived = 0;
     ++w.generation;
+    CUDASIM_RELEASE(&w.sync[gen % kSyncRing]);
   } else {
+    CUDASIM_RELEASE(&w.sync[gen % kSyncRing]);
     th.wait = Wait::collective;
     to_scheduler();
     if (b.faulted) throw Abort{};

@@ -1,29 +1,32 @@
 // cli/tokenize.cpp: `octet tokenize`: train a SentencePiece tokenizer on text files, or
 // encode text files into token shards with one.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "cli/command.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
 
 namespace octet::cli {
 namespace {
 
-int train(const Args& a, const std::vector<std::string>& inputs) {
-  data::TokenizerTrainOptions o;
-  o.inputs = inputs;
-  OCTET_CHECK(a.has("model-prefix"), "tokenize",
+struct TokenizeFlags {
+  bool train = false;
+  data::TokenizerTrainOptions train_options;  // inputs come from `inputs`
+  data::TextShardOptions shard_options;
+  std::vector<std::string> inputs;
+  std::string model;  // encode: the tokenizer
+  bool verbose = false;
+};
+
+int train_tokenizer(TokenizeFlags& f) {
+  data::TokenizerTrainOptions& o = f.train_options;
+  OCTET_CHECK(!o.model_prefix.empty(), "tokenize",
               "--train needs --model-prefix (writes PREFIX.model)");
-  o.model_prefix = a.get("model-prefix", "");
-  o.vocab_size = static_cast<int>(a.get_int("vocab-size", 8000));
-  o.model_type = a.get("model-type", "bpe");
-  o.character_coverage = a.get_double("character-coverage", 1.0);
-  o.byte_fallback = a.has("byte-fallback");
-  o.input_sentence_size = a.get_int("max-lines", 0);
-  o.threads = static_cast<int>(a.get_int("threads", 0));
-  o.quiet = !a.has("verbose");
+  o.inputs = f.inputs;
+  o.quiet = !f.verbose;
   data::tokenizer_train(o);
   const auto tok = data::Tokenizer::load(o.model_prefix + ".model");
   std::printf("tokenize: wrote %s.model and %s.vocab (%d pieces, %s)\n", o.model_prefix.c_str(),
@@ -31,15 +34,12 @@ int train(const Args& a, const std::vector<std::string>& inputs) {
   return 0;
 }
 
-int encode(const Args& a, const std::vector<std::string>& inputs) {
-  OCTET_CHECK(a.has("output"), "tokenize", "encoding needs --output DIR for the shards");
-  const auto tok = data::Tokenizer::load(a.get("model", ""));
-  data::TextShardOptions o;
-  o.inputs = inputs;
-  o.output_dir = a.get("output", "");
-  o.shard_tokens = a.get_int("shard-tokens", o.shard_tokens);
-  o.split = data::document_split_from_name(a.get("split", "blank"));
-  o.val_tokens = a.get_int("val-tokens", 0);
+int encode(TokenizeFlags& f) {
+  OCTET_CHECK(!f.shard_options.output_dir.empty(), "tokenize",
+              "encoding needs --output DIR for the shards");
+  const auto tok = data::Tokenizer::load(f.model);
+  data::TextShardOptions& o = f.shard_options;
+  o.inputs = f.inputs;
   const auto s = data::tokenize_files_to_shards(tok, o);
   std::printf("tokenize: %lld documents -> %lld train tokens in %zu shard(s)",
               static_cast<long long>(s.documents), static_cast<long long>(s.train_tokens),
@@ -51,24 +51,55 @@ int encode(const Args& a, const std::vector<std::string>& inputs) {
   return 0;
 }
 
-}  // namespace
-
-int tokenize_main(const std::vector<std::string>& args) {
-  const Args a("tokenize", args,
-               {"input", "model", "model-prefix", "vocab-size", "model-type", "character-coverage",
-                "max-lines", "threads", "output", "shard-tokens", "split", "val-tokens"},
-               {"train", "byte-fallback", "verbose"});
-  OCTET_CHECK(a.positional().empty(), "tokenize", "unexpected argument '",
-              a.positional().empty() ? "" : a.positional().front(),
-              "'; give files with --input a.txt,b.txt");
-  OCTET_CHECK(a.has("input"), "tokenize", "give the text files with --input a.txt,b.txt");
-  const std::vector<std::string> inputs = split_commas(a.get("input", ""));
-  OCTET_CHECK(!inputs.empty(), "tokenize", "--input names no file");
-  if (a.has("train")) return train(a, inputs);
-  OCTET_CHECK(a.has("model"), "tokenize",
+int tokenize(TokenizeFlags& f) {
+  if (f.train) return train_tokenizer(f);
+  OCTET_CHECK(!f.model.empty(), "tokenize",
               "say what to do: --train --model-prefix P (train a tokenizer) or --model P.model "
               "--output DIR (encode)");
-  return encode(a, inputs);
+  return encode(f);
+}
+
+}  // namespace
+
+void add_tokenize_command(Commands& commands, CLI::App& octet) {
+  auto f = std::make_shared<TokenizeFlags>();
+  CLI::App* t = commands.add(
+      octet, "tokenize",
+      "train a SentencePiece tokenizer on text files (--train), or encode text files into token "
+      "shards, an eos after each document",
+      [f] { return tokenize(*f); });
+  t->add_option("--input", f->inputs, "text files, comma-separated: a.txt,b.txt")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::ExistingFile);
+  // Training a tokenizer.
+  data::TokenizerTrainOptions& tr = f->train_options;
+  t->add_flag("--train", f->train, "train a tokenizer (writes PREFIX.model and PREFIX.vocab)");
+  t->add_option("--model-prefix", tr.model_prefix, "--train: output prefix, e.g. out/tok");
+  t->add_option("--vocab-size", tr.vocab_size, "--train: pieces")->check(at_least(1));
+  t->add_option("--model-type", tr.model_type, "--train: the SentencePiece algorithm")
+      ->check(CLI::IsMember({"bpe", "unigram"}));
+  t->add_option("--character-coverage", tr.character_coverage, "--train: share of characters kept")
+      ->check(CLI::Range(0.0, 1.0));
+  t->add_flag("--byte-fallback", tr.byte_fallback,
+              "--train: unknown characters become byte pieces (vocab > 259)");
+  t->add_option("--max-lines", tr.input_sentence_size,
+                "--train: train on a sample of N lines (0: all)")
+      ->check(at_least(0));
+  t->add_option("--threads", tr.threads, "--train: threads (0: all cores)")->check(at_least(0));
+  t->add_flag("--verbose", f->verbose, "--train: show SentencePiece's log");
+  // Encoding into shards.
+  data::TextShardOptions& sh = f->shard_options;
+  t->add_option("--model", f->model, "encode with this tokenizer (tok.model)")
+      ->check(CLI::ExistingFile);
+  t->add_option("--output", sh.output_dir, "the shards' directory (DIR/train_000.bin, ...)");
+  t->add_option("--shard-tokens", sh.shard_tokens, "tokens per shard")->check(at_least(1));
+  add_parsed(*t, "--split", sh.split, data::document_split_from_name,
+             "what a document is: blank (blank-line separated), line or file")
+      ->default_str("blank");
+  t->add_option("--val-tokens", sh.val_tokens,
+                "the first documents, N tokens, go to DIR/val_000.bin, ...")
+      ->check(at_least(0));
 }
 
 }  // namespace octet::cli

@@ -1,18 +1,19 @@
 // cli/train.cpp: `octet train` (a training run from flags) and `octet sample`
-// (tokens from a checkpoint).
-#include <algorithm>
-#include <cmath>
+// (tokens from a checkpoint): their flags, each declared once, and what they run.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <random>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "cli/args.h"
+#include "cli/command.h"
+#include "core/device.h"
 #include "core/error.h"
+#include "fp8/recipe.h"
 #include "io/json.h"
 #include "model/llama.h"
+#include "model/sample.h"
 #include "nn/precision.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -24,56 +25,14 @@ void on_sigint(int) {
   train::request_stop();
 }
 
-}  // namespace
-
-int train_main(const std::vector<std::string>& argv) {
-  const Args args("train", argv,
-                  {"model",        "precision",    "fp8-recipe",       "device",       "data",
-                   "markov-vocab", "markov-order", "markov-seed",      "train-tokens", "val-tokens",
-                   "batch",        "seq-len",      "grad-accum",       "steps",        "lr",
-                   "min-lr-ratio", "warmup",       "weight-decay",     "grad-clip",    "seed",
-                   "eval-every",   "eval-batches", "checkpoint-every", "log-every",    "out",
-                   "metrics"},
-                  {"resume", "quiet"});
-  OCTET_CHECK(args.positional().empty(), "train", "unexpected argument '", args.positional()[0],
-              "'");
-  train::TrainConfig c;
-  c.model = args.get("model", c.model);
-  c.precision = nn::precision_from_name(args.get("precision", "bf16"));
-  c.recipe = args.get("fp8-recipe", c.recipe);
-  c.device = args.get("device", c.device);
-  c.data.source = args.get("data", c.data.source);
-  c.data.markov_vocab = static_cast<int>(args.get_int("markov-vocab", c.data.markov_vocab));
-  c.data.markov_order = static_cast<int>(args.get_int("markov-order", c.data.markov_order));
-  c.data.markov_seed = static_cast<uint64_t>(args.get_int("markov-seed", 0));
-  c.data.train_tokens = args.get_int("train-tokens", c.data.train_tokens);
-  c.data.val_tokens = args.get_int("val-tokens", c.data.val_tokens);
-  c.batch = args.get_int("batch", c.batch);
-  c.seq_len = args.get_int("seq-len", c.seq_len);
-  c.grad_accum = args.get_int("grad-accum", c.grad_accum);
-  c.steps = args.get_int("steps", c.steps);
-  c.lr = args.get_double("lr", c.lr);
-  c.min_lr_ratio = args.get_double("min-lr-ratio", c.min_lr_ratio);
-  c.warmup = args.get_int("warmup", c.warmup);
-  c.weight_decay = args.get_double("weight-decay", c.weight_decay);
-  c.grad_clip = args.get_double("grad-clip", c.grad_clip);
-  c.seed = static_cast<uint64_t>(args.get_int("seed", static_cast<long long>(c.seed)));
-  c.eval_every = args.get_int("eval-every", c.eval_every);
-  c.eval_batches = args.get_int("eval-batches", c.eval_batches);
-  c.checkpoint_every = args.get_int("checkpoint-every", c.checkpoint_every);
-  // On a GPU every progress line waits for the device: by default one every 10 steps.
-  c.log_every = args.get_int("log-every", c.device == "cpu" ? c.log_every : 10);
-  c.out_dir = args.get("out", "");
-  c.metrics = args.get("metrics", "");
-  c.resume = args.has("resume");
-  c.quiet = args.has("quiet");
-
+// Runs the training `c` describes: progress on stdout, 130 when stopped by Ctrl-C.
+int train(const train::TrainConfig& c) {
   train::Trainer trainer(c);
   const model::Llama& m = trainer.model();
   std::printf("octet train: %s, %lld parameters, --precision %s%s, batch %lld x %lld tokens",
               c.model.c_str(), static_cast<long long>(m.parameter_count()),
               nn::precision_name(c.precision),
-              c.precision == nn::Precision::fp8 ? (" (" + c.recipe + ")").c_str() : "",
+              c.precision == nn::Precision::fp8 ? (" (" + c.recipe.str() + ")").c_str() : "",
               static_cast<long long>(c.batch), static_cast<long long>(m.options().seq_len));
   if (trainer.loss_floor()) std::printf(", loss floor %.4f nats", *trainer.loss_floor());
   std::printf("\n");
@@ -102,11 +61,14 @@ int train_main(const std::vector<std::string>& argv) {
   return 0;
 }
 
-int sample_main(const std::vector<std::string>& argv) {
-  const Args args("sample", argv, {"checkpoint", "prompt", "tokens", "temperature", "seed"});
-  OCTET_CHECK(args.has("checkpoint"), "sample",
-              "--checkpoint DIR is required (a run's --out directory or one of its step_* dirs)");
-  std::string dir = args.get("checkpoint", "");
+struct SampleFlags {
+  std::string checkpoint;
+  std::vector<int32_t> prompt = {0};
+  model::SampleOptions options;
+};
+
+int sample(const SampleFlags& f) {
+  std::string dir = f.checkpoint;
   if (!std::filesystem::exists(dir + "/model.safetensors")) dir = train::latest_checkpoint(dir);
   const std::string config_path = dir + "/config.json";
   const model::LlamaConfig config =
@@ -117,44 +79,87 @@ int sample_main(const std::vector<std::string>& argv) {
   model::Llama m(config, options);
   train::load_model_weights(dir, m);
 
-  // The prompt: comma-separated token ids.
-  std::vector<int32_t> tokens;
-  const std::vector<long long> prompt = args.get_int_list("prompt", {0});
-  for (long long id : prompt) {
-    OCTET_CHECK(id >= 0 && id < config.vocab_size, "sample", "prompt token ", id,
-                " is outside the vocabulary [0, ", config.vocab_size, ")");
-    tokens.push_back(static_cast<int32_t>(id));
-  }
-  const int64_t s = m.options().seq_len, n = args.get_int("tokens", 32);
-  const double temperature = args.get_double("temperature", 1.0);
-  std::mt19937_64 rng(static_cast<uint64_t>(args.get_int("seed", 0)));
-  std::vector<int32_t> window(static_cast<size_t>(s)), none(static_cast<size_t>(s), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    // The last s tokens, left-aligned; positions after them cannot affect earlier logits.
-    const size_t start = tokens.size() > static_cast<size_t>(s) ? tokens.size() - s : 0;
-    const size_t len = tokens.size() - start;
-    std::fill(window.begin(), window.end(), 0);
-    std::copy(tokens.begin() + start, tokens.end(), window.begin());
-    m.forward(Tensor(window.data(), DType::i32, {1, s}), Tensor(none.data(), DType::i32, {1, s}),
-              0.0f);
-    const float* logits = m.logits().as<const float>() + (len - 1) * config.vocab_size;
-    int32_t next = 0;
-    if (temperature <= 0.0) {
-      for (int64_t v = 1; v < config.vocab_size; ++v) next = logits[v] > logits[next] ? v : next;
-    } else {
-      double max = logits[0], total = 0.0;
-      for (int64_t v = 1; v < config.vocab_size; ++v) max = std::max<double>(max, logits[v]);
-      std::vector<double> p(static_cast<size_t>(config.vocab_size));
-      for (int64_t v = 0; v < config.vocab_size; ++v)
-        total += p[v] = std::exp((logits[v] - max) / temperature);
-      double u = static_cast<double>(rng() >> 11) * 0x1p-53 * total;
-      for (next = 0; next + 1 < config.vocab_size && u >= p[next]; ++next) u -= p[next];
-    }
-    tokens.push_back(next);
-  }
+  const std::vector<int32_t> tokens = model::sample(m, f.prompt, f.options);
   for (size_t i = 0; i < tokens.size(); ++i) std::printf("%s%d", i ? "," : "", tokens[i]);
   std::printf("\n");
   return 0;
+}
+
+}  // namespace
+
+void add_train_commands(Commands& commands, CLI::App& octet) {
+  auto c = std::make_shared<train::TrainConfig>();
+  CLI::App* t = commands.add(octet, "train", "train a LLaMA model", [c] { return train(*c); });
+  t->add_option("--device", c->device, "cpu, cuda or cuda:N")
+      ->check(parses_with(device_from_name, "DEVICE"));
+  t->add_option("--model", c->model, "tiny, small, 1b, 7b or a config.json path");
+  add_parsed(*t, "--precision", c->precision, nn::precision_from_name, "fp32, bf16 or fp8")
+      ->default_str("bf16");
+  add_parsed(*t, "--fp8-recipe", c->recipe, fp8::Recipe::parse,
+             "FP8 recipe under --precision fp8: MODE[:OPTION...]; modes " +
+                 fp8::scaling_mode_list(", ") +
+                 "; options :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3), :pow2, "
+                 "and for tensor-delayed :history=N, :margin=N, :amax=max|most-recent")
+      ->default_str(c->recipe.str());
+  t->add_option("--data", c->data.source,
+                "synthetic (the built-in Markov corpus) or a directory of token shards");
+  t->add_option("--markov-vocab", c->data.markov_vocab,
+                "synthetic: tokens the corpus uses (0: the model's vocab_size)")
+      ->check(at_least(0));
+  t->add_option("--markov-order", c->data.markov_order, "synthetic: context length")
+      ->check(at_least(1));
+  t->add_option("--markov-seed", c->data.markov_seed, "synthetic: seed of the corpus");
+  t->add_option("--train-tokens", c->data.train_tokens, "synthetic: training tokens")
+      ->check(at_least(1));
+  t->add_option("--val-tokens", c->data.val_tokens, "synthetic: validation tokens")
+      ->check(at_least(1));
+  t->add_option("--batch", c->batch, "sequences per micro-batch")->check(at_least(1));
+  t->add_option("--seq-len", c->seq_len, "tokens per sequence (0: max_position_embeddings)")
+      ->check(at_least(0));
+  t->add_option("--grad-accum", c->grad_accum, "micro-batches per optimizer step")
+      ->check(at_least(1));
+  t->add_option("--steps", c->steps, "optimizer steps")->check(at_least(0));
+  t->add_option("--lr", c->lr, "peak learning rate")->check(at_least(0));
+  t->add_option("--min-lr-ratio", c->min_lr_ratio, "the cosine ends at lr x this")
+      ->check(CLI::Range(0.0, 1.0));
+  t->add_option("--warmup", c->warmup, "linear warm-up steps")->check(at_least(0));
+  t->add_option("--weight-decay", c->weight_decay, "AdamW weight decay")->check(at_least(0));
+  t->add_option("--grad-clip", c->grad_clip, "max global gradient norm (0: no clipping)")
+      ->check(at_least(0));
+  t->add_option("--seed", c->seed, "weights and data order");
+  t->add_option("--eval-every", c->eval_every, "steps between evaluations (0: only at the end)")
+      ->check(at_least(0));
+  t->add_option("--eval-batches", c->eval_batches, "validation batches per evaluation")
+      ->check(at_least(1));
+  t->add_option("--checkpoint-every", c->checkpoint_every,
+                "steps between checkpoints (0: only at the end and on Ctrl-C)")
+      ->check(at_least(0));
+  // On a GPU every progress line waits for the device: by default one every 10 steps.
+  CLI::Option* log_every =
+      t->add_option("--log-every", c->log_every,
+                    "steps between progress lines and metrics read-backs (cuda default: 10, as "
+                    "a read waits for the GPU)")
+          ->check(at_least(1));
+  t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
+  t->add_option("--metrics", c->metrics, "JSON-lines file of per-step metrics");
+  t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
+  t->add_flag("--quiet", c->quiet, "no progress lines");
+  t->parse_complete_callback([c, log_every] {
+    if (log_every->count() == 0 && c->device != "cpu") c->log_every = 10;
+  });
+
+  auto s = std::make_shared<SampleFlags>();
+  CLI::App* sa = commands.add(octet, "sample", "generate tokens from a checkpoint",
+                              [s] { return sample(*s); });
+  sa->add_option("--checkpoint", s->checkpoint,
+                 "a run's --out directory or one of its step_* directories")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sa->add_option("--prompt", s->prompt, "comma-separated token ids")->delimiter(',');
+  sa->add_option("--tokens", s->options.tokens, "tokens to generate")->check(at_least(0));
+  sa->add_option("--temperature", s->options.temperature, "softmax temperature (0: greedy)")
+      ->check(at_least(0));
+  sa->add_option("--seed", s->options.seed, "seed of the sampling");
 }
 
 }  // namespace octet::cli

@@ -17,10 +17,10 @@ struct Fp8Operand {
   bool transposed;  // read data_t (and scale_inv_t) instead of data
 };
 inline Fp8Operand as_stored(const QuantizedTensor& q) {
-  return {&q, false};
+  return {.q = &q, .transposed = false};
 }
 inline Fp8Operand as_transposed(const QuantizedTensor& q) {
-  return {&q, true};
+  return {.q = &q, .transposed = true};
 }
 
 struct Fp8GemmOptions {

@@ -6,10 +6,6 @@
 namespace octet::fp8 {
 namespace {
 
-size_t align64(size_t x) {
-  return (x + 63) / 64 * 64;
-}
-
 size_t scale_bytes(int64_t rows, int64_t cols, kernels::ScaleGrid grid) {
   return static_cast<size_t>(kernels::scale_grid_shape(rows, cols, grid).numel()) *
          (grid.e8m0 ? 1 : 4);
@@ -29,6 +25,7 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
       grid_(recipe.grid(role)),
       role_(role),
       has_transpose_(with_transpose),
+      stateful_(recipe.stateful()),
       max_rows_(max_rows),
       cols_(cols) {
   OCTET_CHECK(max_rows >= 0 && cols >= 0, "quantized tensor", "negative shape [", max_rows, ", ",
@@ -43,19 +40,21 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
   OCTET_CHECK(with_transpose || shared_data_t.empty(), "quantized tensor",
               "shared storage for a transposed copy that this tensor does not have");
   const bool own_data = shared_data.empty(), own_data_t = with_transpose && shared_data_t.empty();
-  data_offset_ = 0;
-  scale_offset_ = own_data ? align64(n) : 0;
-  data_t_offset_ = scale_offset_ + align64(max_scale_bytes(max_rows, cols, grid_, false));
-  scale_t_offset_ = data_t_offset_ + (own_data_t ? align64(n) : 0);
-  amax_offset_ = scale_t_offset_ +
-                 (with_transpose ? align64(max_scale_bytes(max_rows, cols, grid_, true)) : 0);
-  counts_offset_ = amax_offset_ + 64;
-  storage_ = Buffer(device, counts_offset_ + 64);
-  auto* base = static_cast<char*>(storage_.data());
-  data_base_ = own_data ? base + data_offset_ : shared_data.data;
-  data_t_base_ = own_data_t ? base + data_t_offset_ : shared_data_t.data;
-  amax = storage_.view(DType::f32, {1}, amax_offset_);
-  counts = storage_.view(DType::i32, {2}, counts_offset_);
+  storage_ = Arena(device);
+  const Arena::Region data_region = own_data ? storage_.add_bytes("data", n) : -1;
+  scale_region_ = storage_.add_bytes("scale_inv", max_scale_bytes(max_rows, cols, grid_, false));
+  const Arena::Region data_t_region = own_data_t ? storage_.add_bytes("data_t", n) : -1;
+  if (with_transpose) {
+    scale_t_region_ =
+        storage_.add_bytes("scale_inv_t", max_scale_bytes(max_rows, cols, grid_, true));
+  }
+  const Arena::Region amax_region = storage_.add("amax", DType::f32, {1});
+  const Arena::Region counts_region = storage_.add("counts", DType::i32, {2});
+  storage_.allocate();
+  data_base_ = own_data ? storage_.tensor(data_region).data : shared_data.data;
+  data_t_base_ = own_data_t ? storage_.tensor(data_t_region).data : shared_data_t.data;
+  amax = storage_.tensor(amax_region);
+  counts = storage_.tensor(counts_region);
   set_rows(max_rows);
 }
 
@@ -67,12 +66,20 @@ void QuantizedTensor::set_rows(int64_t rows) {
   const Device device = storage_.device();
   data = Tensor(data_base_, format_, {rows, cols_}, device);
   scale_inv =
-      storage_.view(scale_dtype, kernels::scale_grid_shape(rows, cols_, grid_), scale_offset_);
+      storage_.view(scale_region_, scale_dtype, kernels::scale_grid_shape(rows, cols_, grid_));
   if (has_transpose_) {
     data_t = Tensor(data_t_base_, format_, {cols_, rows}, device);
     scale_inv_t =
-        storage_.view(scale_dtype, kernels::scale_grid_shape(cols_, rows, grid_), scale_t_offset_);
+        storage_.view(scale_t_region_, scale_dtype, kernels::scale_grid_shape(cols_, rows, grid_));
   }
+}
+
+void QuantizedTensor::use_scaling_state(DelayedScalingState& state) {
+  if (!stateful_) return;
+  OCTET_CHECK(scaling_state_ == nullptr, "quantized tensor",
+              "this tensor has its scaling slot already");
+  scaling_slot_ = state.add_slot(format_);
+  scaling_state_ = &state;
 }
 
 void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
@@ -87,6 +94,10 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
   options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
   kernels::QuantizeOutputs out{q.data,        q.scale_inv, q.data_t,
                                q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor()};
+  if (delayed == nullptr) {
+    delayed = q.scaling_state();
+    slot = q.scaling_slot();
+  }
   if (recipe.mode == ScalingMode::tensor_delayed) {
     OCTET_CHECK(delayed != nullptr && slot >= 0 && slot < delayed->size(), "quantize",
                 "tensor-delayed scaling needs the tensor's delayed-scaling state and slot");

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/buffer.h"
+#include "core/arena.h"
 #include "fp8/recipe.h"
 #include "fp8/scaling.h"
 #include "kernels/quantize.h"
@@ -33,6 +33,12 @@ class QuantizedTensor {
   // count costs a little on every call; a trainer turns it on for the steps it reports.
   // Off, `counts` keeps the numbers of the last counted quantization.
   void set_counting(bool on) { counting_ = on; }
+  // Under a stateful recipe (Recipe::stateful()), takes a slot in `state` for this
+  // tensor's scale and amax history, which quantize() then uses; a no-op otherwise.
+  // `state` must outlive the tensor and be allocated before the first quantize().
+  void use_scaling_state(DelayedScalingState& state);
+  DelayedScalingState* scaling_state() const { return scaling_state_; }
+  int scaling_slot() const { return scaling_slot_; }
   bool counting() const { return counting_; }
 
   DType format() const { return format_; }
@@ -50,7 +56,8 @@ class QuantizedTensor {
   Tensor counts;       // i32[2]: saturated, flushed to zero (of data)
 
  private:
-  Buffer storage_;
+  Arena storage_;  // data and data_t unless shared, the scales, amax and counts
+  Arena::Region scale_region_ = -1, scale_t_region_ = -1;
   void* data_base_ = nullptr;    // where data lives: storage_ or the shared scratch
   void* data_t_base_ = nullptr;  // likewise for data_t
   DType format_ = DType::e4m3;
@@ -58,15 +65,17 @@ class QuantizedTensor {
   Role role_ = Role::activation;
   bool has_transpose_ = false;
   bool counting_ = true;
+  bool stateful_ = false;
+  DelayedScalingState* scaling_state_ = nullptr;
+  int scaling_slot_ = -1;
   int64_t max_rows_ = 0, rows_ = 0, cols_ = 0;
-  size_t data_offset_ = 0, scale_offset_ = 0, data_t_offset_ = 0, scale_t_offset_ = 0;
-  size_t amax_offset_ = 0, counts_offset_ = 0;
 };
 
 // Quantizes x [rows, cols] (f32 or bf16) into q, which must have been made for the
 // same recipe and role. Under tensor-delayed scaling, `delayed` and `slot` name the
-// tensor's state: the scale comes from it and this amax is recorded into its history
-// (the update after the step turns it into the next scale). Otherwise they are unused.
+// tensor's state (by default the slot q took with use_scaling_state()): the scale comes
+// from it and this amax is recorded into its history (the update after the step turns
+// it into the next scale). Otherwise they are unused.
 void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
               DelayedScalingState* delayed = nullptr, int slot = -1);
 

@@ -1,13 +1,17 @@
 // fp8/scaling.h: the delayed-scaling state of a model's FP8 tensors: one amax
 // history, scale and scale_inv per tensor, all in one buffer, updated for all of
-// them in one kernel call after each step.
+// them in one kernel call after each step. Operands take their slots themselves
+// (QuantizedTensor::use_scaling_state); the owner allocates once, updates and
+// checkpoints the whole state without knowing which operand holds which slot.
 // defines: DelayedScalingState
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
-#include "core/buffer.h"
+#include "core/arena.h"
 #include "fp8/recipe.h"
 
 namespace octet::fp8 {
@@ -21,9 +25,18 @@ namespace octet::fp8 {
 class DelayedScalingState {
  public:
   DelayedScalingState() = default;
-  // One slot per tensor; `formats` gives each tensor's FP8 format (its fp8_max).
+  // An empty state: operands add their slots, then allocate() lays them out once.
+  DelayedScalingState(Device device, const DelayedScaling& options);
+  // One slot per tensor, allocated; `formats` gives each tensor's FP8 format (its fp8_max).
   DelayedScalingState(Device device, const DelayedScaling& options,
                       const std::vector<DType>& formats);
+
+  // A new slot for a tensor of `format` (e4m3 or e5m2); only before allocate().
+  int add_slot(DType format);
+  // Allocates and initialises every slot (empty history, scale 1). Nothing to allocate
+  // without slots.
+  void allocate();
+  bool allocated() const { return allocated_; }
 
   int size() const { return static_cast<int>(formats_.size()); }
   const DelayedScaling& options() const { return options_; }
@@ -48,13 +61,20 @@ class DelayedScalingState {
   // Restores a state read back with the two functions above (resume).
   void restore(const std::vector<float>& scales, const std::vector<float>& history);
 
+  // What a checkpoint keeps, by name ("fp8.amax_history", "fp8.scale"); none without slots.
+  std::vector<std::pair<std::string, Tensor>> checkpoint_tensors() const;
+  // After checkpoint_tensors() were read back in place: derives the rest (scale_inv).
+  void checkpoint_loaded() { refresh_scale_inv(); }
+
  private:
-  Tensor view(DType dtype, int64_t count, size_t offset) const;
+  Tensor whole(Arena::Region region) const;
+  Tensor element(Arena::Region region, int slot, int64_t stride) const;
   DelayedScaling options_;
   std::vector<DType> formats_;
-  Buffer storage_;
-  size_t history_offset_ = 0, scale_offset_ = 0, scale_inv_offset_ = 0, fp8_max_offset_ = 0,
-         nonfinite_offset_ = 0;
+  Device device_;
+  bool allocated_ = false;
+  Arena storage_;
+  Arena::Region history_ = -1, scale_ = -1, scale_inv_ = -1, fp8_max_ = -1, nonfinite_ = -1;
 };
 
 }  // namespace octet::fp8

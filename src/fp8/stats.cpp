@@ -2,10 +2,10 @@
 #include "fp8/stats.h"
 
 #include <cmath>
-#include <cstdio>
 #include <vector>
 
 #include "core/convert.h"
+#include "io/json.h"
 
 namespace octet::fp8 {
 
@@ -44,21 +44,15 @@ void Fp8Stats::add(const TensorStats& s) {
   max_scale_ = first ? s.max_scale : std::fmax(max_scale_, s.max_scale);
 }
 
-std::string Fp8Stats::json() const {
-  char buf[256];
-  // JSON has no NaN/Inf: a non-finite amax is written as null and counted.
-  char amax[32];
-  if (std::isfinite(amax_)) {
-    std::snprintf(amax, sizeof amax, "%.6g", amax_);
-  } else {
-    std::snprintf(amax, sizeof amax, "null");
-  }
-  std::snprintf(buf, sizeof buf,
-                "{\"amax\":%s,\"min_scale\":%.6g,\"max_scale\":%.6g,\"saturated\":%.6g,"
-                "\"flushed\":%.6g,\"nonfinite_amax\":%lld}",
-                amax, min_scale_, max_scale_, saturated_share(), flushed_share(),
-                static_cast<long long>(nonfinite_));
-  return buf;
+Json Fp8Stats::json() const {
+  Json j = Json::object();
+  j["amax"] = json_finite_or_null(amax_);
+  j["min_scale"] = json_finite_or_null(min_scale_);
+  j["max_scale"] = json_finite_or_null(max_scale_);
+  j["saturated"] = saturated_share();
+  j["flushed"] = flushed_share();
+  j["nonfinite_amax"] = nonfinite_;
+  return j;
 }
 
 }  // namespace octet::fp8

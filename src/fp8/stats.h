@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fp8/quantized_tensor.h"
+#include "io/json_fwd.h"
 
 namespace octet::fp8 {
 
@@ -35,8 +36,9 @@ class Fp8Stats {
   int64_t nonfinite_amax() const { return nonfinite_; }
   double saturated_share() const { return numel_ ? double(saturated_) / double(numel_) : 0.0; }
   double flushed_share() const { return numel_ ? double(flushed_) / double(numel_) : 0.0; }
-  // {"amax":..,"min_scale":..,"max_scale":..,"saturated":..,"flushed":..,"nonfinite_amax":..}
-  std::string json() const;
+  // {"amax":..,"min_scale":..,"max_scale":..,"saturated":..,"flushed":..,"nonfinite_amax":..};
+  // JSON has no NaN/Inf: a non-finite amax or scale is written as null (and amax counted).
+  Json json() const;
 
  private:
   int64_t tensors_ = 0, numel_ = 0, saturated_ = 0, flushed_ = 0, nonfinite_ = 0;

@@ -1,10 +1,13 @@
 // io/json_fields.cpp: typed field readers and unknown-field checks for JSON configs.
+#include "io/json_fields.h"
+
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
-#include "io/json.h"
+#include "core/strings.h"
 
 namespace octet {
 namespace {
@@ -19,17 +22,18 @@ namespace {
 std::string describe(const Json& v) {
   std::string text;
   try {
-    text = v.dump();
+    text = json_dump(v);
   } catch (const Error&) {
     text = "<not writable as JSON>";  // NaN, Inf or invalid UTF-8
   }
   if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text + " (" + json_type_name(v.type()) + ")";
+  return text + " (" + v.type_name() + ")";
 }
 
 const Json* find_field(const Json& obj, std::string_view key, std::string_view where) {
   if (!obj.is_object()) fail_where(where, "expected a JSON object, got " + describe(obj));
-  return obj.find(key);
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
 }
 
 const Json& require_field(const Json& obj, std::string_view key, std::string_view where) {
@@ -45,35 +49,29 @@ const Json& require_field(const Json& obj, std::string_view key, std::string_vie
 }
 
 int64_t int_of(const Json& v, std::string_view key, std::string_view where) {
-  if (!v.is_integral()) fail_type(where, key, "an integer", v);
-  return v.as_int();
+  if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX)) {
+    return v.get<int64_t>();
+  }
+  // An integral double (4096.0) is an integer where it is exact: |x| <= 2^53.
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    if (std::isfinite(x) && std::trunc(x) == x && std::abs(x) <= 0x1p53) {
+      return static_cast<int64_t>(x);
+    }
+  }
+  fail_type(where, key, "an integer", v);
 }
 double number_of(const Json& v, std::string_view key, std::string_view where) {
   if (!v.is_number()) fail_type(where, key, "a number", v);
-  return v.as_number();
+  return v.get<double>();
 }
 std::string string_of(const Json& v, std::string_view key, std::string_view where) {
   if (!v.is_string()) fail_type(where, key, "a string", v);
-  return v.as_string();
+  return v.get<std::string>();
 }
 bool bool_of(const Json& v, std::string_view key, std::string_view where) {
-  if (!v.is_bool()) fail_type(where, key, "true or false", v);
-  return v.as_bool();
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
+  if (!v.is_boolean()) fail_type(where, key, "true or false", v);
+  return v.get<bool>();
 }
 
 }  // namespace
@@ -124,16 +122,12 @@ bool get_bool_or(const Json& obj, std::string_view key, bool fallback, std::stri
 void check_known_keys(const Json& obj, std::initializer_list<std::string_view> allowed,
                       std::string_view where) {
   if (!obj.is_object()) fail_where(where, "expected a JSON object, got " + describe(obj));
-  for (const Json::Member& m : obj.as_object()) {
-    if (std::find(allowed.begin(), allowed.end(), m.first) != allowed.end()) continue;
-    std::string message = "unknown field '" + m.first + "'";
-    std::string_view closest;
-    size_t best = 3;  // suggest only near misses (up to 2 edits)
-    for (std::string_view known : allowed) {
-      const size_t d = edit_distance(m.first, known);
-      if (d < best) best = d, closest = known;
-    }
-    if (!closest.empty()) message += " (did you mean '" + std::string(closest) + "'?)";
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    std::string message = "unknown field '" + key + "'";
+    const std::string closest =
+        closest_name(key, std::vector<std::string>(allowed.begin(), allowed.end()));
+    if (!closest.empty()) message += " (did you mean '" + closest + "'?)";
     message += "; known fields: ";
     for (auto it = allowed.begin(); it != allowed.end(); ++it) {
       if (it != allowed.begin()) message += ", ";

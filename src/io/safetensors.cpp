@@ -16,7 +16,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/json.h"
+#include "io/json_fields.h"
 
 namespace octet {
 namespace {
@@ -74,6 +74,12 @@ void pread_exact(int fd, void* dst, size_t bytes, uint64_t offset, const std::st
   }
 }
 
+// A JSON integer in [0, INT64_MAX]: a size or an offset.
+bool is_index(const Json& v) {
+  return v.is_number_unsigned() ? v.get<uint64_t>() <= INT64_MAX
+                                : v.is_number_integer() && v.get<int64_t>() >= 0;
+}
+
 // Parses and checks one header entry; `data_bytes` is the size of the data section.
 SafetensorsEntry parse_entry(const std::string& path, const std::string& name, const Json& value,
                              uint64_t data_bytes) {
@@ -81,7 +87,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const std::string where = "[safetensors] " + path + ": " + tensor;
   if (!value.is_object()) {
     fail_file(path, tensor + ": expected an object with dtype, shape and data_offsets, got a " +
-                        json_type_name(value.type()));
+                        value.type_name());
   }
   check_known_keys(value, {"dtype", "shape", "data_offsets"}, where);
   SafetensorsEntry e;
@@ -96,27 +102,26 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const Json& shape = get_array(value, "shape", where);
   uint64_t numel = 1;
   bool overflow = false;
-  for (const Json& d : shape.as_array()) {
-    if (!d.is_int() || d.as_int() < 0) {
+  for (const Json& d : shape) {
+    if (!is_index(d)) {
       fail_file(path,
                 tensor + ": shape must be an array of non-negative integers, got " + shape.dump());
     }
-    e.dims.push_back(d.as_int());
-    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(d.as_int()), &numel);
+    e.dims.push_back(d.get<int64_t>());
+    overflow |= __builtin_mul_overflow(numel, d.get<uint64_t>(), &numel);
   }
   uint64_t nbytes = 0;
   overflow |= __builtin_mul_overflow(numel, uint64_t{dtype_size(e.dtype)}, &nbytes);
   if (overflow) fail_file(path, tensor + ": shape " + shape.dump() + " is too large");
 
   const Json& offsets = get_array(value, "data_offsets", where);
-  const Json::Array& o = offsets.as_array();
-  if (o.size() != 2 || !o[0].is_int() || !o[1].is_int() || o[0].as_int() < 0 ||
-      o[1].as_int() < o[0].as_int()) {
+  if (offsets.size() != 2 || !is_index(offsets[0]) || !is_index(offsets[1]) ||
+      offsets[1].get<int64_t>() < offsets[0].get<int64_t>()) {
     fail_file(path, tensor + ": data_offsets must be [begin, end] with 0 <= begin <= end, got " +
                         offsets.dump());
   }
-  e.begin = static_cast<uint64_t>(o[0].as_int());
-  e.end = static_cast<uint64_t>(o[1].as_int());
+  e.begin = offsets[0].get<uint64_t>();
+  e.end = offsets[1].get<uint64_t>();
   if (e.end - e.begin != nbytes) {
     fail_file(path, tensor + ": data_offsets " + offsets_str(e.begin, e.end) +
                         " do not match shape " + dims_str(e.dims) + " of " + dtype + " (" +
@@ -200,8 +205,8 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   Json header = Json::object();
   if (!metadata.empty()) {
     Json meta = Json::object();
-    for (const auto& [key, value] : metadata) meta.as_object().emplace_back(key, Json(value));
-    header.as_object().emplace_back("__metadata__", std::move(meta));
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header["__metadata__"] = std::move(meta);
   }
   uint64_t offset = 0;
   for (size_t i : order) {
@@ -209,13 +214,13 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
     Json shape = Json::array();
     for (int d = 0; d < t.shape.rank(); ++d) shape.push_back(t.shape[d]);
     Json entry = Json::object();
-    entry.set("dtype", safetensors_dtype_name(t.dtype));
-    entry.set("shape", std::move(shape));
-    entry.set("data_offsets", Json::array({Json(offset), Json(offset + t.nbytes())}));
-    header.as_object().emplace_back(tensors[i].name, std::move(entry));
+    entry["dtype"] = safetensors_dtype_name(t.dtype);
+    entry["shape"] = std::move(shape);
+    entry["data_offsets"] = Json::array({offset, offset + t.nbytes()});
+    header[tensors[i].name] = std::move(entry);
     offset += t.nbytes();
   }
-  std::string text = header.dump();
+  std::string text = json_dump(header);
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
 
   unsigned char length[8];
@@ -304,19 +309,18 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     fail_file(path, "the header is not valid JSON: " + std::string(what));
   }
   if (!header.is_object()) {
-    fail_file(path, std::string("the header is a JSON ") + json_type_name(header.type()) +
-                        ", not an object");
+    fail_file(path, std::string("the header is a JSON ") + header.type_name() + ", not an object");
   }
   f.data_start_ = 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - f.data_start_;
-  for (const auto& [name, value] : header.as_object()) {
+  for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       if (!value.is_object()) fail_file(path, "__metadata__ must be an object of strings");
-      for (const auto& [key, item] : value.as_object()) {
+      for (const auto& [key, item] : value.items()) {
         if (!item.is_string()) {
           fail_file(path, "__metadata__ field '" + key + "' must be a string, got " + item.dump());
         }
-        f.metadata_.emplace(key, item.as_string());
+        f.metadata_.emplace(key, item.get<std::string>());
       }
       continue;
     }

@@ -1,8 +1,11 @@
 // kernels/gemm.cpp: validation of GEMM arguments and dispatch by device.
 #include "kernels/gemm.h"
 
+#include <string>
+
 #include "core/error.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/gemm_cpu.h"
 
 namespace octet::kernels {
 namespace {
@@ -102,6 +105,16 @@ size_t gemm_cuda_plan_count() {
 #else
   return 0;
 #endif
+}
+
+const char* cpu_gemm_engine() {
+  return cpu::gemm_impl_name(cpu::gemm_impl());
+}
+
+void set_cpu_gemm_engine(std::string_view name) {
+  OCTET_CHECK(name == "onednn" || name == "reference", "gemm", "unknown CPU GEMM engine '",
+              std::string(name), "'; choose onednn or reference");
+  cpu::set_gemm_impl(name == "onednn" ? cpu::GemmImpl::onednn : cpu::GemmImpl::reference);
 }
 
 }  // namespace octet::kernels

@@ -1,9 +1,11 @@
 // kernels/gemm.h: C = alpha * op(A) op(B) (* FP8 scale_inv factors) + beta * C with
 // fp32 accumulation, on the device of the operands.
-// defines: GemmOptions, gemm, gemm_workspace_bytes, gemm_cuda_plan_count
+// defines: GemmOptions, gemm, gemm_workspace_bytes, gemm_cuda_plan_count, cpu_gemm_engine,
+//          set_cpu_gemm_engine, cpu_gemm_engine_names
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 #include "core/tensor.h"
 #include "kernels/quantize.h"
@@ -52,13 +54,22 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 // All tensors must be on one device. Throws octet::Error naming the problem otherwise.
 // On CUDA (cuBLASLt), FP8 operands and C must also start 16-byte aligned (B and C need
 // not when N % 16 != 0: the GEMM then runs on padded copies); MX grids and block grids
-// cuBLASLt cannot take there are emulated exactly, and OCTET_CUDA_FP8_EMULATE=1 sends
-// every FP8 GEMM that way (kernels/cuda/gemm_cuda.cpp).
+// cuBLASLt cannot take there are emulated exactly, so is a row- or block-scaled GEMM the
+// installed cuBLASLt refuses (said once on stderr), and OCTET_CUDA_FP8_EMULATE=1 sends every FP8
+// GEMM that way (kernels/cuda/gemm_cuda.cpp).
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options = {});
 
 // CUDA: how many cuBLASLt plans (descriptors and chosen algorithm, one per problem
 // shape, dtypes, layout, scale mode, fast_accum, beta and alignment) this process has
 // made so far; a repeated call reuses its plan. 0 in a build without CUDA.
 size_t gemm_cuda_plan_count();
+
+// The engine behind CPU GEMMs: "onednn" (oneDNN's matmul, the default where the build has
+// it) or "reference" (portable, cache-blocked); OCTET_CPU_GEMM sets the first choice.
+const char* cpu_gemm_engine();
+// Chooses the CPU engine for all later GEMMs by name; throws octet::Error for another name,
+// or for "onednn" in a build without oneDNN.
+void set_cpu_gemm_engine(std::string_view name);
+inline constexpr const char* cpu_gemm_engine_names[] = {"onednn", "reference"};
 
 }  // namespace octet::kernels

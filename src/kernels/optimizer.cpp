@@ -38,13 +38,13 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
   OCTET_CUDA_RETURN("sum_of_squares", x, sum_of_squares, x, out);
 }
 
-void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
-  OCTET_CHECK(x.dtype == DType::f32, "accumulate_sum", "x must be f32, got ", x.str());
+void add_scaled_sum(const Tensor& x, const Tensor& out, double scale) {
+  OCTET_CHECK(x.dtype == DType::f32, "add_scaled_sum", "x must be f32, got ", x.str());
   OCTET_CHECK(out.dtype == DType::f32 && out.numel() == 1 && out.device == x.device,
-              "accumulate_sum", "out must be f32[1] on ", device_name(x.device), ", got ",
+              "add_scaled_sum", "out must be f32[1] on ", device_name(x.device), ", got ",
               out.str());
-  if (x.device.is_cpu()) return cpu::accumulate_sum(x, out, scale);
-  OCTET_CUDA_RETURN("accumulate_sum", x, accumulate_sum, x, out, scale);
+  if (x.device.is_cpu()) return cpu::add_scaled_sum(x, out, scale);
+  OCTET_CUDA_RETURN("add_scaled_sum", x, add_scaled_sum, x, out, scale);
 }
 
 }  // namespace octet::kernels

@@ -1,6 +1,6 @@
 // kernels/optimizer.h: AdamW over a contiguous parameter buffer in one call, and the
 // sum of squares that gradient clipping needs.
-// defines: AdamWStep, clip_factor, adamw_step, sum_of_squares, accumulate_sum
+// defines: AdamWStep, clip_factor, adamw_step, sum_of_squares, add_scaled_sum
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,6 @@ void sum_of_squares(const Tensor& x, const Tensor& out);
 
 // out[0] += scale * sum of x (f32 x; summed in fp64 on the CPU), on the device: how the
 // step adds a micro-batch's token losses to the running loss without reading it back.
-void accumulate_sum(const Tensor& x, const Tensor& out, double scale);
+void add_scaled_sum(const Tensor& x, const Tensor& out, double scale);
 
 }  // namespace octet::kernels

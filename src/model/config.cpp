@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace octet::model {
 
@@ -42,47 +43,58 @@ void LlamaConfig::validate(std::string_view where) const {
   OCTET_CHECK(rope_theta > 0.0, "config", w, ": rope_theta must be positive, got ", rope_theta);
 }
 
+namespace {
+
+// The named sizes: the defaults of LlamaConfig are "tiny".
+struct Preset {
+  const char* name;
+  LlamaConfig config;
+};
+const Preset kPresets[] = {
+    {"tiny", {}},  // 2 layers of width 64, vocabulary 256, sequences of 64
+    {"small",
+     {.vocab_size = 8192,
+      .hidden_size = 512,
+      .intermediate_size = 1376,
+      .num_hidden_layers = 6,
+      .num_attention_heads = 8,
+      .num_key_value_heads = 4,
+      .max_position_embeddings = 512}},
+    {"1b",  // TinyLlama-1.1B
+     {.vocab_size = 32000,
+      .hidden_size = 2048,
+      .intermediate_size = 5632,
+      .num_hidden_layers = 22,
+      .num_attention_heads = 32,
+      .num_key_value_heads = 4,
+      .max_position_embeddings = 2048}},
+    {"7b",  // LLaMA-2-7B
+     {.vocab_size = 32000,
+      .hidden_size = 4096,
+      .intermediate_size = 11008,
+      .num_hidden_layers = 32,
+      .num_attention_heads = 32,
+      .num_key_value_heads = 32,
+      .max_position_embeddings = 4096}},
+};
+
+}  // namespace
+
 LlamaConfig llama_config_by_name(std::string_view name) {
-  LlamaConfig c;
-  if (name == "tiny") {
-    return c;  // the defaults: 2 layers of width 64, vocabulary 256, sequences of 64
-  }
-  if (name == "small") {
-    c.vocab_size = 8192;
-    c.hidden_size = 512;
-    c.intermediate_size = 1376;
-    c.num_hidden_layers = 6;
-    c.num_attention_heads = 8;
-    c.num_key_value_heads = 4;
-    c.max_position_embeddings = 512;
-    return c;
-  }
-  if (name == "1b") {  // TinyLlama-1.1B
-    c.vocab_size = 32000;
-    c.hidden_size = 2048;
-    c.intermediate_size = 5632;
-    c.num_hidden_layers = 22;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 4;
-    c.max_position_embeddings = 2048;
-    return c;
-  }
-  if (name == "7b") {  // LLaMA-2-7B
-    c.vocab_size = 32000;
-    c.hidden_size = 4096;
-    c.intermediate_size = 11008;
-    c.num_hidden_layers = 32;
-    c.num_attention_heads = 32;
-    c.num_key_value_heads = 32;
-    c.max_position_embeddings = 4096;
-    return c;
+  for (const Preset& p : kPresets) {
+    if (name == p.name) return p.config;
   }
   OCTET_FAIL("config", "unknown model '", std::string(name), "'; expected one of ",
              llama_config_names(), " or a path to a config.json");
 }
 
 const char* llama_config_names() {
-  return "tiny, small, 1b, 7b";
+  static const std::string names = [] {
+    std::string s;
+    for (const Preset& p : kPresets) s += (s.empty() ? "" : ", ") + std::string(p.name);
+    return s;
+  }();
+  return names.c_str();
 }
 
 LlamaConfig llama_config_from_json(const Json& json, std::string_view where) {
@@ -134,12 +146,13 @@ LlamaConfig llama_config_from_json(const Json& json, std::string_view where) {
               ": attention_bias must be false (LLaMA has no biases)");
   OCTET_CHECK(!get_bool_or(json, "mlp_bias", false, where), "config", w,
               ": mlp_bias must be false (LLaMA has no biases)");
-  if (const Json* scaling = json.find("rope_scaling")) {
+  if (const auto scaling = json.find("rope_scaling"); scaling != json.end()) {
     OCTET_CHECK(scaling->is_null(), "config", w, ": rope_scaling must be null (not supported)");
   }
-  if (const Json* hd = json.find("head_dim")) {
-    OCTET_CHECK(hd->is_null() || (c.num_attention_heads > 0 &&
-                                  hd->as_int() * c.num_attention_heads == c.hidden_size),
+  if (json.contains("head_dim")) {
+    const int64_t hd = get_int_or(json, "head_dim", 0, where);
+    OCTET_CHECK(json.at("head_dim").is_null() ||
+                    (c.num_attention_heads > 0 && hd * c.num_attention_heads == c.hidden_size),
                 "config", w, ": head_dim must equal hidden_size / num_attention_heads");
   }
   c.validate(where);
@@ -148,23 +161,23 @@ LlamaConfig llama_config_from_json(const Json& json, std::string_view where) {
 
 Json llama_config_to_json(const LlamaConfig& c) {
   Json j = Json::object();
-  j.set("architectures", Json::array({Json("LlamaForCausalLM")}));
-  j.set("model_type", "llama");
-  j.set("vocab_size", c.vocab_size);
-  j.set("hidden_size", c.hidden_size);
-  j.set("intermediate_size", c.intermediate_size);
-  j.set("num_hidden_layers", c.num_hidden_layers);
-  j.set("num_attention_heads", c.num_attention_heads);
-  j.set("num_key_value_heads", c.num_key_value_heads);
-  j.set("max_position_embeddings", c.max_position_embeddings);
-  j.set("rms_norm_eps", c.rms_norm_eps);
-  j.set("rope_theta", c.rope_theta);
-  j.set("tie_word_embeddings", c.tie_word_embeddings);
-  j.set("hidden_act", "silu");
-  j.set("attention_bias", false);
-  j.set("mlp_bias", false);
-  j.set("rope_scaling", nullptr);
-  j.set("torch_dtype", "float32");
+  j["architectures"] = Json::array({"LlamaForCausalLM"});
+  j["model_type"] = "llama";
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  j["rope_scaling"] = nullptr;
+  j["torch_dtype"] = "float32";
   return j;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/json.h"
+#include "io/json_fwd.h"
 
 namespace octet::model {
 

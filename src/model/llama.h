@@ -85,11 +85,13 @@ class Llama {
   // The logits of the last forward ([T, vocab], working dtype; f32 under fp32).
   Tensor logits() const;
 
-  // Under fp8 with tensor-delayed scaling: the per-step amax/scale update of all the
-  // model's FP8 tensors in one call. A no-op otherwise.
+  // Under fp8 with a stateful recipe: the per-step scaling update of all the model's FP8
+  // tensors in one call. A no-op otherwise.
   void update_scaling();
-  fp8::DelayedScalingState* delayed_scaling() { return delayed_.get(); }
-  const fp8::DelayedScalingState* delayed_scaling() const { return delayed_.get(); }
+  // The scaling state a checkpoint keeps, by name (none under a stateless recipe), and
+  // the call after they were read back in place.
+  std::vector<std::pair<std::string, Tensor>> scaling_state_tensors() const;
+  void scaling_state_loaded();
   // FP8 statistics of each transformer-block linear, by name ("layers.0.qkv", ...).
   std::vector<std::pair<std::string, nn::Linear::Stats>> fp8_stats() const;
   // Whether the FP8 quantizations count saturated and flushed values (nn::Linear).
@@ -108,11 +110,11 @@ class Llama {
   ModelOptions options_;
   std::vector<ParamInfo> params_;
   int64_t params_count_ = 0, decayed_count_ = 0;
-  // Parameters [no_working_begin_, no_working_end_) have no working copy (fp8: the block
+  // Parameters [master_only_begin_, master_only_end_) have no working copy (fp8: the block
   // linears' matrices); working offsets above the range move down by its length.
-  int64_t no_working_begin_ = 0, no_working_end_ = 0;
+  int64_t master_only_begin_ = 0, master_only_end_ = 0;
   Buffer master_, working_, grads_, gemm_workspace_, fp8_scratch_;
-  std::unique_ptr<fp8::DelayedScalingState> delayed_;
+  std::unique_ptr<fp8::DelayedScalingState> scaling_state_;
   std::vector<Layer> layers_;
   std::unique_ptr<nn::Linear> lm_head_;
   std::unique_ptr<Activations> act_;

@@ -13,7 +13,6 @@ namespace octet::nn {
 namespace {
 
 constexpr const char* kOp = "linear";
-constexpr int kSlotX = 0, kSlotW = 1, kSlotDy = 2;
 
 bool same_matrix(const Tensor& t, DType dtype, int64_t rows, int64_t cols, Device device) {
   return !t.empty() && t.dtype == dtype && t.shape.rank() == 2 && t.shape[0] == rows &&
@@ -40,8 +39,7 @@ size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_fe
   return static_cast<size_t>(std::max(max_tokens * in_features, 2 * max_tokens * out_features));
 }
 
-Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, int first_slot)
-    : config_(config), first_slot_(first_slot) {
+Linear::Linear(const LinearConfig& config) : config_(config) {
   const int64_t in = config.in_features, out = config.out_features, tokens = config.max_tokens;
   OCTET_CHECK(in > 0 && out > 0, kOp, "in_features and out_features must be positive, got ", in,
               " and ", out);
@@ -60,22 +58,6 @@ Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, in
     OCTET_CHECK(tokens >= 16, kOp, "max_tokens=", tokens,
                 " must be at least 16 under fp8 (T is a multiple of 16, wgrad's K)");
     const fp8::Recipe& recipe = config.recipe;
-    if (recipe.mode == fp8::ScalingMode::tensor_delayed) {
-      if (delayed == nullptr) {
-        own_delayed_ = std::make_unique<fp8::DelayedScalingState>(
-            device, recipe.delayed,
-            std::vector<DType>{recipe.format(fp8::Role::activation),
-                               recipe.format(fp8::Role::weight),
-                               recipe.format(fp8::Role::gradient)});
-        delayed_ = own_delayed_.get();
-        first_slot_ = 0;
-      } else {
-        OCTET_CHECK(first_slot >= 0 && first_slot + 3 <= delayed->size(), kOp,
-                    "the shared delayed-scaling state has ", delayed->size(),
-                    " slots; this layer needs 3 (x, W, dY) starting at first_slot=", first_slot);
-        delayed_ = delayed;
-      }
-    }
     Tensor x_data, dy_data, dy_data_t;
     if (!config.fp8_scratch.empty()) {
       const Tensor& s = config.fp8_scratch;
@@ -89,23 +71,33 @@ Linear::Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed, in
       dy_data = Tensor(base, DType::u8, {tokens * out}, device);
       dy_data_t = Tensor(base + tokens * out, DType::u8, {tokens * out}, device);
     }
-    qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, true, x_data);
-    qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, true);
-    qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, true, dy_data,
-                                dy_data_t);
+    const bool with_transpose = true;  // every operand is read transposed by a backward GEMM
+    qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, with_transpose,
+                               x_data);
+    qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, with_transpose);
+    qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, with_transpose,
+                                dy_data, dy_data_t);
+    fp8::DelayedScalingState* state = config.scaling_state;
+    if (state == nullptr) {
+      own_scaling_state_ = std::make_unique<fp8::DelayedScalingState>(device, recipe.delayed);
+      state = own_scaling_state_.get();
+    }
+    for (fp8::QuantizedTensor* q : {&qx_, &qw_, &qdy_}) q->use_scaling_state(*state);
+    if (own_scaling_state_) own_scaling_state_->allocate();
 
     // FP8 calls have T a multiple of 16 (wgrad's K): size for the most such rows.
     const int64_t t16 = tokens / 16 * 16;
     qx_.set_rows(t16);
     qdy_.set_rows(t16);
-    const fp8::Fp8GemmOptions accumulate{1.0f, 1.0f, false, {}};
-    workspace_bytes = std::max(
-        {fp8::gemm_workspace_bytes(fp8::as_stored(qx_), fp8::as_stored(qw_),
-                                   shape_only(dt, t16, out, device), {1.0f, 0.0f, true, {}}),
-         fp8::gemm_workspace_bytes(fp8::as_stored(qdy_), fp8::as_transposed(qw_),
-                                   shape_only(dt, t16, in, device)),
-         fp8::gemm_workspace_bytes(fp8::as_transposed(qdy_), fp8::as_transposed(qx_),
-                                   shape_only(DType::f32, out, in, device), accumulate)});
+    const fp8::Fp8GemmOptions forward{.fast_accum = true, .workspace = {}},
+        accumulate{.beta = 1.0f, .workspace = {}};
+    workspace_bytes =
+        std::max({fp8::gemm_workspace_bytes(fp8::as_stored(qx_), fp8::as_stored(qw_),
+                                            shape_only(dt, t16, out, device), forward),
+                  fp8::gemm_workspace_bytes(fp8::as_stored(qdy_), fp8::as_transposed(qw_),
+                                            shape_only(dt, t16, in, device)),
+                  fp8::gemm_workspace_bytes(fp8::as_transposed(qdy_), fp8::as_transposed(qx_),
+                                            shape_only(DType::f32, out, in, device), accumulate)});
     // Zero rows: not quantized yet (stats() reports nothing for them).
     qx_.set_rows(0);
     qdy_.set_rows(0);
@@ -208,9 +200,9 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
 
   if (config_.precision == Precision::fp8) {
     const fp8::Recipe& recipe = config_.recipe;
-    fp8::quantize(x2, qx_, recipe, delayed_, first_slot_ + kSlotX);
+    fp8::quantize(x2, qx_, recipe);
     if (!weight_fresh_) {
-      fp8::quantize(weight_, qw_, recipe, delayed_, first_slot_ + kSlotW);
+      fp8::quantize(weight_, qw_, recipe);
       weight_fresh_ = true;
     }
     fp8::Fp8GemmOptions o;
@@ -244,7 +236,7 @@ void Linear::backward(const Tensor& dy, const Tensor& dx) {
   const Tensor& workspace = workspace_;
 
   if (config_.precision == Precision::fp8) {
-    fp8::quantize(dy2, qdy_, config_.recipe, delayed_, first_slot_ + kSlotDy);
+    fp8::quantize(dy2, qdy_, config_.recipe);
     fp8::Fp8GemmOptions o;
     o.workspace = workspace;
     // dx [T, in] = dy [T, out] · W [out, in]: B is Wᵀ stored [in, out] (K = out).
@@ -265,7 +257,7 @@ void Linear::backward(const Tensor& dy, const Tensor& dx) {
 }
 
 void Linear::update_scaling() {
-  if (own_delayed_) own_delayed_->update();
+  if (own_scaling_state_) own_scaling_state_->update();
 }
 
 Linear::Stats Linear::stats() const {

@@ -30,6 +30,10 @@ struct LinearConfig {
   // within one call: x's row-major copy (forward's GEMM) and both copies of dY
   // (backward's). A model's layers share one; x's transposed copy and W's stay the layer's.
   Tensor fp8_scratch;
+  // Under fp8, optional: the state in which a stateful recipe's operands (x, W, dY) take
+  // their slots, owned by the caller, who allocates and updates it (a model shares one
+  // so that all scales update in one call). nullptr: the layer keeps a state of its own.
+  fp8::DelayedScalingState* scaling_state = nullptr;
 };
 
 // Bytes of fp8_scratch a layer of this shape needs: max(T in, 2 T out).
@@ -44,11 +48,7 @@ size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_fe
 class Linear {
  public:
   Linear() = default;
-  // Under tensor-delayed scaling the layer uses `delayed` slots first_slot..first_slot+2
-  // (x, W, dY) when given (a model shares one state so all scales update in one call),
-  // and makes a state of its own otherwise.
-  explicit Linear(const LinearConfig& config, fp8::DelayedScalingState* delayed = nullptr,
-                  int first_slot = 0);
+  explicit Linear(const LinearConfig& config);
 
   // weight [out, in] and bias [out] in the working dtype (f32 under fp32, bf16
   // otherwise; under fp8 the weight may also be f32, as it is only quantized); weight_grad [out,
@@ -65,7 +65,7 @@ class Linear {
   // The optimizer changed the weights: the next forward re-quantizes them (under fp8
   // W is quantized once per step, however many micro-batches run).
   void weights_changed() { weight_fresh_ = false; }
-  // Under tensor-delayed scaling with a state of its own: the per-step update.
+  // With a scaling state of its own: the per-step update (a no-op for stateless recipes).
   void update_scaling();
 
   const LinearConfig& config() const { return config_; }
@@ -96,9 +96,7 @@ class Linear {
 
   // fp8 only
   fp8::QuantizedTensor qx_, qw_, qdy_;
-  std::unique_ptr<fp8::DelayedScalingState> own_delayed_;
-  fp8::DelayedScalingState* delayed_ = nullptr;
-  int first_slot_ = 0;
+  std::unique_ptr<fp8::DelayedScalingState> own_scaling_state_;
   bool weight_fresh_ = false;
   size_t workspace_bytes_ = 0;
   Buffer own_workspace_;

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
-#include "io/json.h"
+#include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 
@@ -52,18 +52,15 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     save_safetensors(temp_dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});
     write_json_file(temp_dir + "/config.json", model::llama_config_to_json(model.config()));
     std::vector<NamedTensor> trainer{{"adamw.m", m}, {"adamw.v", v}};
-    if (const fp8::DelayedScalingState* d = model.delayed_scaling()) {
-      trainer.push_back({"fp8.amax_history", d->history()});
-      trainer.push_back({"fp8.scale", d->scale_all()});
-    }
+    for (auto& [name, tensor] : model.scaling_state_tensors()) trainer.push_back({name, tensor});
     save_safetensors(temp_dir + "/trainer_state.safetensors", trainer);
     Json js = Json::object();
-    js.set("step", state.step);
-    js.set("data_epoch", static_cast<int64_t>(state.data_position.epoch));
-    js.set("data_index", static_cast<int64_t>(state.data_position.index));
-    js.set("precision", state.precision);
-    js.set("recipe", state.recipe);
-    js.set("parameters", model.parameter_count());
+    js["step"] = state.step;
+    js["data_epoch"] = static_cast<int64_t>(state.data_position.epoch);
+    js["data_index"] = static_cast<int64_t>(state.data_position.index);
+    js["precision"] = state.precision;
+    js["recipe"] = state.recipe;
+    js["parameters"] = model.parameter_count();
     write_json_file(temp_dir + "/trainer_state.json", js);
     fsync_directory(temp_dir);
     // A checkpoint of the same step written before (a re-run) is replaced whole.
@@ -121,11 +118,8 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   const SafetensorsFile file = SafetensorsFile::open(step_dir + "/trainer_state.safetensors");
   file.read("adamw.m", m);
   file.read("adamw.v", v);
-  if (fp8::DelayedScalingState* d = model.delayed_scaling()) {
-    file.read("fp8.amax_history", d->history());
-    file.read("fp8.scale", d->scale_all());
-    d->refresh_scale_inv();
-  }
+  for (const auto& [name, tensor] : model.scaling_state_tensors()) file.read(name, tensor);
+  model.scaling_state_loaded();
   const std::string json_path = step_dir + "/trainer_state.json";
   const Json js = read_json_file(json_path);
   check_known_keys(js, {"step", "data_epoch", "data_index", "precision", "recipe", "parameters"},

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fp8/recipe.h"
 #include "nn/precision.h"
 
 namespace octet::train {
@@ -26,7 +27,7 @@ struct DataConfig {
 struct TrainConfig {
   std::string model = "tiny";  // a name (tiny, small, 1b, 7b) or a config.json path
   nn::Precision precision = nn::Precision::bf16;
-  std::string recipe = "tensor-current";  // under fp8; see fp8::recipe_from_name
+  fp8::Recipe recipe;  // under fp8 (default tensor-current); parsed by fp8::Recipe::parse
   std::string device = "cpu";
   DataConfig data;
 

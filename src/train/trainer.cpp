@@ -1,6 +1,7 @@
 // train/trainer.cpp: the training loop, one optimizer step at a time.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -9,7 +10,6 @@
 #include "core/error.h"
 #include "data/synthetic.h"
 #include "fp8/recipe.h"
-#include "kernels/optimizer.h"
 #include "train/checkpoint.h"
 
 namespace octet::train {
@@ -48,7 +48,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   model::LlamaConfig mc = model::load_llama_config(config.model);
   model::ModelOptions options;
   options.precision = config.precision;
-  options.recipe = fp8::recipe_from_name(config.recipe);
+  options.recipe = config.recipe;
   options.batch = config.batch;
   options.seq_len = config.seq_len;
   options.device = device;
@@ -56,8 +56,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   const int64_t seq = model_->options().seq_len;
 
   // Data: the loaders run on the host; batches are copied to the device.
-  data::LoaderConfig train_lc{config.batch, seq, config.seed, true, 0, 1};
-  data::LoaderConfig val_lc{config.batch, seq, config.seed, false, 0, 1};
+  const data::LoaderConfig train_lc{
+      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = true};
+  const data::LoaderConfig val_lc{
+      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = false};
   if (config.data.source == "synthetic") {
     data::MarkovConfig markov;
     markov.vocab =
@@ -85,11 +87,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
                 ") exceeds the model's vocab_size (", mc.vocab_size, ")");
   }
 
-  const int64_t p = model_->parameter_count(), t = model_->tokens();
-  m_ = Buffer::for_tensor(device, DType::f32, {p});
-  v_ = Buffer::for_tensor(device, DType::f32, {p});
-  zero_bytes(m_.data(), device, m_.bytes());
-  zero_bytes(v_.data(), device, v_.bytes());
+  const int64_t t = model_->tokens();
+  optimizer_ = std::make_unique<Optimizer>(*model_, config);
   batch_ = Buffer(device, static_cast<size_t>(2 * t) * 4);
   inputs_ = batch_.view(DType::i32, {config.batch, seq}, 0);
   targets_ = batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
@@ -101,14 +100,21 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   // A GPU runs ahead of the host: reading a step's loss would make it wait, so the
   // numbers of log_every steps are read together. The CPU has nothing to wait for.
   window_ = device.is_cpu() ? 1 : std::max<int64_t>(1, config.log_every);
-  stats_ = Buffer(device, static_cast<size_t>(2 * window_ + 1) * 4);  // + the eval loss
+  stats_ = Arena(device);
+  step_loss_ = stats_.add("step loss", DType::f32, {window_});
+  step_grad_sum_sq_ = stats_.add("step gradient sum of squares", DType::f32, {window_});
+  eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
+  stats_.allocate();
 
   if (config.resume) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
     const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
-                                           m_.tensor(DType::f32, {p}), v_.tensor(DType::f32, {p}));
+                                           optimizer_->m(), optimizer_->v());
+    // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
+    std::string stored_recipe = s.recipe;
+    std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');
     OCTET_CHECK(s.precision == nn::precision_name(config.precision) &&
-                    s.recipe == fp8::recipe_from_name(config.recipe).str(),
+                    fp8::Recipe::parse(stored_recipe) == config.recipe,
                 "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
                 s.precision, " and recipe ", s.recipe, "; resume with the same settings");
     step_ = s.step;
@@ -117,14 +123,11 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     model_->init_weights(config.seed);
   }
   if (!config.metrics.empty()) {
-    metrics_ = std::fopen(config.metrics.c_str(), config.resume ? "a" : "w");
-    OCTET_CHECK(metrics_ != nullptr, "train", config.metrics, ": cannot open the metrics file");
+    metrics_ = MetricsFile(config.metrics, config.resume);
   }
 }
 
-Trainer::~Trainer() {
-  if (metrics_) std::fclose(metrics_);
-}
+Trainer::~Trainer() = default;
 
 // One batch from a host loader onto the model's device. The copy from pageable host
 // memory is queued on octet's stream and returns once the bytes are staged, so the GPU
@@ -140,10 +143,10 @@ static void load_batch(data::TokenLoader& loader, const Tensor& inputs, const Te
 StepRecord Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
   model::Llama& m = *model_;
-  const int64_t p = m.parameter_count();
   const int64_t slot = step_ % window_;
-  const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot) * 4);
-  const Tensor sum_sq = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * slot + 1) * 4);
+  const size_t at = static_cast<size_t>(slot) * 4;
+  const Tensor loss = stats_.view(step_loss_, DType::f32, {1}, at);
+  const Tensor sum_sq = stats_.view(step_grad_sum_sq_, DType::f32, {1}, at);
   zero_bytes(loss.data, loss.device, 4);
   // FP8 saturation counts cost a little in every quantization: count them only in the
   // steps whose statistics the metrics report (those that end with an evaluation).
@@ -159,37 +162,12 @@ StepRecord Trainer::train_step() {
   }
   ++step_;
 
-  // Global gradient norm and clipping, read by AdamW on the device.
-  const Tensor grads = m.grads();
-  kernels::sum_of_squares(grads, sum_sq);
-  kernels::AdamWStep s;
-  s.lr = static_cast<float>(lr_at(config_, step_));
-  s.beta1 = static_cast<float>(config_.beta1);
-  s.beta2 = static_cast<float>(config_.beta2);
-  s.eps = static_cast<float>(config_.eps);
-  s.step = step_;
-  s.max_grad_norm = static_cast<float>(std::max(0.0, config_.grad_clip));
-  // Matrices (decayed) and norm weights (not) are two contiguous ranges.
-  const int64_t nd = m.decayed_count();
-  auto range = [&](const Buffer& b, int64_t begin, int64_t end) {
-    return b.view(DType::f32, {end - begin}, static_cast<size_t>(begin) * 4);
-  };
-  const Tensor all = m.master();
-  auto part = [&](const Tensor& t, int64_t begin, int64_t end) {
-    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
-  };
-  s.weight_decay = static_cast<float>(config_.weight_decay);
-  kernels::adamw_step(part(all, 0, nd), part(grads, 0, nd), range(m_, 0, nd), range(v_, 0, nd), s,
-                      sum_sq);
-  s.weight_decay = 0.0f;
-  kernels::adamw_step(part(all, nd, p), part(grads, nd, p), range(m_, nd, p), range(v_, nd, p), s,
-                      sum_sq);
-  m.sync_working_weights();
-  m.update_scaling();
+  const float lr = static_cast<float>(lr_at(config_, step_));
+  optimizer_->step(step_, lr, sum_sq);
 
   StepRecord r;
   r.step = step_;
-  r.lr = s.lr;
+  r.lr = lr;
   r.loss = r.grad_norm = std::nan("");
   // Host time to queue the step; read_back() replaces it with the measured rate.
   r.tokens_per_s = tokens / seconds_since(t0);
@@ -199,19 +177,22 @@ StepRecord Trainer::train_step() {
 void Trainer::read_back(std::vector<StepRecord>& records) {
   OCTET_CHECK(static_cast<int64_t>(records.size()) <= window_, "train", "read_back of ",
               records.size(), " steps, but only the last ", window_, " are kept");
-  std::vector<float> stats(static_cast<size_t>(2 * window_));
-  copy_bytes(stats.data(), Device::cpu(), stats_.data(), stats_.device(), stats.size() * 4);
+  std::vector<float> losses(static_cast<size_t>(window_)), sums_sq(losses.size());
+  copy_bytes(losses.data(), Device::cpu(), stats_.tensor(step_loss_).data, stats_.device(),
+             losses.size() * 4);
+  copy_bytes(sums_sq.data(), Device::cpu(), stats_.tensor(step_grad_sum_sq_).data, stats_.device(),
+             sums_sq.size() * 4);
   for (StepRecord& r : records) {
     const size_t slot = static_cast<size_t>((r.step - 1) % window_);
-    r.loss = stats[2 * slot];
-    r.grad_norm = std::sqrt(static_cast<double>(stats[2 * slot + 1]));
+    r.loss = losses[slot];
+    r.grad_norm = std::sqrt(static_cast<double>(sums_sq[slot]));
   }
 }
 
 double Trainer::evaluate() {
   val_loader_->seek({0, 0});
   const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
-  const Tensor loss = stats_.view(DType::f32, {1}, static_cast<size_t>(2 * window_) * 4);
+  const Tensor loss = stats_.tensor(eval_loss_);
   zero_bytes(loss.data, loss.device, 4);
   const double weight = 1.0 / static_cast<double>(model_->tokens() * batches);
   for (int64_t i = 0; i < batches; ++i) {
@@ -225,35 +206,21 @@ double Trainer::evaluate() {
 
 std::string Trainer::save() {
   OCTET_CHECK(!config_.out_dir.empty(), "train", "no --out directory to write checkpoints to");
-  const int64_t p = model_->parameter_count();
   TrainerState s;
   s.step = step_;
   s.data_position = train_loader_->position();
   s.precision = nn::precision_name(config_.precision);
-  s.recipe = fp8::recipe_from_name(config_.recipe).str();
-  return save_checkpoint(config_.out_dir, *model_, m_.tensor(DType::f32, {p}),
-                         v_.tensor(DType::f32, {p}), s);
+  s.recipe = config_.recipe.str();
+  return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
 }
 
 void Trainer::write_metrics(const StepRecord& r) {
-  if (!metrics_) return;
-  std::fprintf(metrics_,
-               "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"tokens_per_s\":%.6g,\"grad_norm\":%.9g",
-               static_cast<long long>(r.step), r.loss, r.lr, r.tokens_per_s, r.grad_norm);
+  if (!metrics_.is_open()) return;
+  std::vector<LayerFp8Stats> fp8;
   if (r.val_loss) {
-    std::fprintf(metrics_, ",\"val_loss\":%.9g", *r.val_loss);
-    const auto stats = model_->fp8_stats();
-    if (!stats.empty()) {
-      std::fprintf(metrics_, ",\"fp8\":{");
-      for (size_t i = 0; i < stats.size(); ++i) {
-        std::fprintf(metrics_, "%s\"%s\":%s", i ? "," : "", stats[i].first.c_str(),
-                     stats[i].second.layer.json().c_str());
-      }
-      std::fprintf(metrics_, "}");
-    }
+    for (const auto& [name, stats] : model_->fp8_stats()) fp8.emplace_back(name, stats.layer);
   }
-  std::fprintf(metrics_, "}\n");
-  std::fflush(metrics_);
+  metrics_.write(r, fp8);
 }
 
 std::vector<StepRecord> Trainer::run() {

@@ -1,32 +1,24 @@
 // train/trainer.h: the training loop: micro-batches with gradient accumulation, global
 // gradient clipping, AdamW on fp32 master weights, the cosine schedule, evaluation on
 // the held-out split, metrics, checkpoints, and a clean stop on Ctrl-C.
-// defines: StepRecord, Trainer, request_stop
+// defines: Trainer, request_stop
 #pragma once
 
-#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/buffer.h"
 #include "data/loader.h"
 #include "model/llama.h"
 #include "train/config.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
 
 namespace octet::train {
-
-// What one optimizer step reports (the metrics line of that step).
-struct StepRecord {
-  int64_t step = 0;
-  double loss = 0.0;  // mean over the step's micro-batches
-  double lr = 0.0;
-  double grad_norm = 0.0;  // before clipping
-  double tokens_per_s = 0.0;
-  std::optional<double> val_loss;
-};
 
 class Trainer {
  public:
@@ -64,14 +56,16 @@ class Trainer {
   std::unique_ptr<model::Llama> model_;
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
   std::optional<double> loss_floor_;
-  Buffer m_, v_, batch_, host_batch_;
+  std::unique_ptr<Optimizer> optimizer_;
+  Buffer batch_, host_batch_;
   // Per step, on the device: the mean loss and the gradients' sum of squares, for the
   // last window_ steps (slot (step - 1) % window_), read back together.
-  Buffer stats_;
+  Arena stats_;
+  Arena::Region step_loss_ = -1, step_grad_sum_sq_ = -1, eval_loss_ = -1;
   int64_t window_ = 1;
   Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;
-  std::FILE* metrics_ = nullptr;
+  MetricsFile metrics_;
 };
 
 // Asks a running Trainer::run() to stop after the current step (what Ctrl-C does); it

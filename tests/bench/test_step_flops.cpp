@@ -2,9 +2,8 @@
 // against a hand count of the named tiny model, and the sweep's LLaMA shapes.
 #include <gtest/gtest.h>
 
-// bench/ is not on the test binary's include path (it belongs to the octet command); the
-// header is self-contained, so it is included by its path.
-#include "../../bench/step_model.h"
+// The header belongs to the octet command (cli/bench/) and is self-contained (header-only).
+#include "cli/bench/step_model.h"
 
 namespace octet::bench {
 namespace {

@@ -346,7 +346,7 @@ TEST_P(DelayedQuantizeOnDevice, QuantizeUsesTheStatesScaleAndRecordsItsAmaxInThe
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  const fp8::Recipe recipe = fp8::recipe_from_name("tensor-delayed");
+  const fp8::Recipe recipe = fp8::Recipe::parse("tensor-delayed");
   ASSERT_EQ(recipe.grid(fp8::Role::activation), (kernels::ScaleGrid{0, 0, false}));
   DelayedScalingState state(device, {4, AmaxCompute::max, 0}, {DType::e4m3, DType::e4m3});
   // Slot 0 quantizes with scale 2 (as if set by earlier steps); slot 1 is another tensor

@@ -38,62 +38,114 @@ std::string error_of(const std::function<void()>& fn) {
   return "(no error)";
 }
 
-TEST(Recipe, EveryNameParsesToItsModeWithHybridFormatsByDefault) {
-  const std::pair<const char*, ScalingMode> names[] = {
-      {"tensor-current", ScalingMode::tensor_current},
-      {"tensor-delayed", ScalingMode::tensor_delayed},
-      {"row", ScalingMode::row},
-      {"block", ScalingMode::block},
-      {"mx", ScalingMode::mx}};
-  for (const auto& [name, mode] : names) {
-    SCOPED_TRACE(name);
-    const Recipe r = fp8::recipe_from_name(name);
-    EXPECT_EQ(r.mode, mode);
+TEST(Recipe, EveryModeOfTheTableParsesToItselfWithDefaultKnobs) {
+  ASSERT_EQ(fp8::scaling_modes().size(), 5u);
+  for (const fp8::ScalingModeInfo& m : fp8::scaling_modes()) {
+    SCOPED_TRACE(m.name);
+    const Recipe r = Recipe::parse(m.name);
+    EXPECT_EQ(r.mode, m.mode);
     EXPECT_EQ(r.formats, FormatPolicy::hybrid);
     EXPECT_FALSE(r.power_of_two_scales);
-    EXPECT_EQ(std::string(fp8::scaling_mode_name(mode)), name);
-    EXPECT_EQ(fp8::scaling_mode_from_name(name), mode);
-    EXPECT_EQ(r.str(), std::string(name) + "/hybrid");
-    EXPECT_EQ(fp8::recipe_from_name(std::string(name) + ":hybrid").formats, FormatPolicy::hybrid);
-    const Recipe e4m3 = fp8::recipe_from_name(std::string(name) + ":e4m3");
-    EXPECT_EQ(e4m3.mode, mode);
+    EXPECT_EQ(r.delayed, fp8::DelayedScaling{});
+    EXPECT_EQ(r.stateful(), m.mode == ScalingMode::tensor_delayed);
+    EXPECT_EQ(std::string(fp8::scaling_mode_name(m.mode)), m.name);
+    EXPECT_EQ(fp8::scaling_mode_from_name(m.name), m.mode);
+    EXPECT_EQ(r.str(), m.name);  // defaults are left out
+    EXPECT_EQ(Recipe::parse(std::string(m.name) + ":hybrid"), r);
+    const Recipe e4m3 = Recipe::parse(std::string(m.name) + ":e4m3");
+    EXPECT_EQ(e4m3.mode, m.mode);
     EXPECT_EQ(e4m3.formats, FormatPolicy::e4m3);
-    EXPECT_EQ(e4m3.str(), std::string(name) + "/e4m3");
+    EXPECT_EQ(e4m3.str(), std::string(m.name) + ":e4m3");
+    EXPECT_NE(fp8::recipe_syntax("  ").find(m.name), std::string::npos);
   }
-  Recipe pow2 = fp8::recipe_from_name("block");
-  pow2.power_of_two_scales = true;
-  EXPECT_EQ(pow2.str(), "block/hybrid/pow2");
+  EXPECT_EQ(fp8::scaling_mode_list("|"), "tensor-current|tensor-delayed|row|block|mx");
+  EXPECT_EQ(Recipe::parse("block:pow2:e4m3").str(), "block:e4m3:pow2");
   // Delayed scaling starts from Transformer Engine's defaults: 1024 steps, max, margin 0.
-  const Recipe delayed = fp8::recipe_from_name("tensor-delayed");
+  const Recipe delayed = Recipe::parse("tensor-delayed");
   EXPECT_EQ(delayed.delayed.history_len, 1024);
   EXPECT_EQ(delayed.delayed.compute, fp8::AmaxCompute::max);
   EXPECT_EQ(delayed.delayed.margin, 0);
+  const Recipe knobs = Recipe::parse("tensor-delayed:amax=most-recent:margin=2:history=16");
+  EXPECT_EQ(knobs.delayed.history_len, 16);
+  EXPECT_EQ(knobs.delayed.compute, fp8::AmaxCompute::most_recent);
+  EXPECT_EQ(knobs.delayed.margin, 2);
+  EXPECT_EQ(knobs.str(), "tensor-delayed:history=16:margin=2:amax=most-recent");
+}
+
+// Every mode under every combination of knobs it takes: parse(str(r)) == r.
+TEST(Recipe, TextFormRoundTripsForEveryModeAndKnob) {
+  int checked = 0;
+  for (const fp8::ScalingModeInfo& m : fp8::scaling_modes()) {
+    for (FormatPolicy formats : {FormatPolicy::hybrid, FormatPolicy::e4m3}) {
+      for (bool pow2 : {false, true}) {
+        for (int history : {1, 16, 1024}) {
+          for (int margin : {0, 3}) {
+            for (fp8::AmaxCompute compute :
+                 {fp8::AmaxCompute::max, fp8::AmaxCompute::most_recent}) {
+              Recipe r;
+              r.mode = m.mode;
+              r.formats = formats;
+              r.power_of_two_scales = pow2;
+              if (m.mode == ScalingMode::tensor_delayed) {
+                r.delayed = {.history_len = history, .compute = compute, .margin = margin};
+              }
+              SCOPED_TRACE(r.str());
+              EXPECT_EQ(Recipe::parse(r.str()), r);
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 5 * 2 * 2 * 3 * 2 * 2);
 }
 
 TEST(Recipe, BadNamesAreRefusedWithTheNamesThatExist) {
   for (const char* bad : {"", "tensor", "Row", "block-wise", "mxfp8", ":e4m3", " row", "row "}) {
     SCOPED_TRACE(std::string("'") + bad + "'");
-    const std::string msg = error_of([&] { fp8::recipe_from_name(bad); });
+    const std::string msg = error_of([&] { Recipe::parse(bad); });
     EXPECT_EQ(msg.rfind("[recipe] unknown scaling mode", 0), 0u) << msg;
     EXPECT_NE(msg.find("expected tensor-current, tensor-delayed, row, block or mx"),
               std::string::npos)
         << msg;
   }
-  for (const char* bad : {"row:", "row:e5m2", "mx:E4M3", "block:hybrid:e4m3", "row:e4m3 "}) {
+  for (const char* bad : {"row:", "row:e5m2", "mx:E4M3", "row:e4m3 ", "block:/hybrid",
+                          "tensor-delayed:amax=min", "tensor-delayed:history"}) {
     SCOPED_TRACE(std::string("'") + bad + "'");
-    const std::string msg = error_of([&] { fp8::recipe_from_name(bad); });
-    EXPECT_EQ(msg.rfind("[recipe] unknown format policy", 0), 0u) << msg;
-    EXPECT_NE(msg.find(std::string("in '") + bad + "'; expected hybrid or e4m3"), std::string::npos)
+    const std::string msg = error_of([&] { Recipe::parse(bad); });
+    EXPECT_EQ(msg.rfind("[recipe] unknown option", 0), 0u) << msg;
+    EXPECT_NE(msg.find(std::string("in '") + bad +
+                       "'; expected hybrid, e4m3, pow2, history=N, margin=N or "
+                       "amax=max|most-recent"),
+              std::string::npos)
         << msg;
+  }
+  const std::pair<const char*, const char*> refused[] = {
+      {"block:hybrid:e4m3", "[recipe] 'e4m3' is given twice in 'block:hybrid:e4m3'"},
+      {"row:pow2:pow2", "[recipe] 'pow2' is given twice"},
+      {"row:history=16", "[recipe] 'history' in 'row:history=16' applies only to tensor-delayed"},
+      {"mx:amax=max", "applies only to tensor-delayed scaling"},
+      {"tensor-delayed:history=0",
+       "[recipe] history=0 in 'tensor-delayed:history=0': expected "
+       "an integer >= 1"},
+      {"tensor-delayed:margin=-1",
+       "margin=-1 in 'tensor-delayed:margin=-1': expected an "
+       "integer >= 0"},
+      {"tensor-delayed:history=8x", "history=8x"},
+  };
+  for (const auto& [bad, want] : refused) {
+    const std::string msg = error_of([&] { Recipe::parse(bad); });
+    EXPECT_NE(msg.find(want), std::string::npos) << bad << ": " << msg;
   }
 }
 
 TEST(Recipe, HybridQuantizesOnlyGradientsToE5M2) {
-  for (const char* name : {"tensor-current", "tensor-delayed", "row", "block", "mx"}) {
-    const Recipe hybrid = fp8::recipe_from_name(name);
-    const Recipe e4m3 = fp8::recipe_from_name(std::string(name) + ":e4m3");
+  for (const fp8::ScalingModeInfo& m : fp8::scaling_modes()) {
+    const Recipe hybrid = Recipe::parse(m.name);
+    const Recipe e4m3 = Recipe::parse(std::string(m.name) + ":e4m3");
     for (Role role : kRoles) {
-      SCOPED_TRACE(std::string(name) + " " + role_name(role));
+      SCOPED_TRACE(std::string(m.name) + " " + role_name(role));
       EXPECT_EQ(hybrid.format(role), role == Role::gradient ? DType::e5m2 : DType::e4m3);
       EXPECT_EQ(e4m3.format(role), DType::e4m3);
     }
@@ -113,9 +165,10 @@ TEST(Recipe, EachModeHasTheScaleGridOfItsDesign) {
       {"block", {1, 128, false}, {128, 128, false}, {1, 128, false}},
       {"mx", {1, 32, true}, {1, 32, true}, {1, 32, true}},
   };
+  ASSERT_EQ(std::size(expected), fp8::scaling_modes().size()) << "a mode without its grid here";
   for (const auto& e : expected) {
     for (const char* suffix : {"", ":e4m3"}) {
-      const Recipe r = fp8::recipe_from_name(std::string(e.name) + suffix);
+      const Recipe r = fp8::Recipe::parse(std::string(e.name) + suffix);
       SCOPED_TRACE(r.str());
       EXPECT_EQ(r.grid(Role::activation), e.activation);
       EXPECT_EQ(r.grid(Role::weight), e.weight);

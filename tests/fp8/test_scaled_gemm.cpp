@@ -382,9 +382,15 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
   // A linear layer Y = X Wᵀ with T tokens: X [T, Kin], W [Nout, Kin], dY [T, Nout], all
   // dimensions multiples of 16 but not of 128 (nor 32 for 144 and 272).
   const int64_t t = 144, k_in = 272, n_out = 80;
-  // (tensor-delayed has tensor-current's grids; it differs only in how quantize scales.)
-  for (const char* name : {"tensor-current", "row", "block", "mx", "mx:e4m3"}) {
-    const fp8::Recipe recipe = fp8::recipe_from_name(name);
+  // Every stateless mode of the table (a stateful one has a stateless one's grids; it
+  // differs only in where quantize takes its scale), and one all-E4M3 recipe.
+  std::vector<std::string> names;
+  for (const fp8::ScalingModeInfo& m : fp8::scaling_modes()) {
+    if (!m.stateful) names.push_back(m.name);
+  }
+  names.push_back("mx:e4m3");
+  for (const std::string& name : names) {
+    const fp8::Recipe recipe = fp8::Recipe::parse(name);
     LayerOperand x = layer_operand(device, t, k_in, recipe, Role::activation, rng);
     LayerOperand w = layer_operand(device, n_out, k_in, recipe, Role::weight, rng);
     LayerOperand dy = layer_operand(device, t, n_out, recipe, Role::gradient, rng);
@@ -547,7 +553,7 @@ TEST(ScaledGemmArguments, E5M2TimesE5M2IsRefusedUnderEveryGrid) {
                       "E5M2 x E5M2 is not supported");
   }
   // Through fp8::gemm: two gradients under the hybrid recipe are both E5M2.
-  const fp8::Recipe recipe = fp8::recipe_from_name("block:hybrid");
+  const fp8::Recipe recipe = fp8::Recipe::parse("block:hybrid");
   fp8::QuantizedTensor g1(Device::cpu(), m, k, recipe, Role::gradient, false);
   fp8::QuantizedTensor g2(Device::cpu(), n, k, recipe, Role::gradient, false);
   expect_gemm_error([&] { fp8::gemm(fp8::as_stored(g1), fp8::as_stored(g2), c); }, "[gemm] ",
@@ -555,7 +561,7 @@ TEST(ScaledGemmArguments, E5M2TimesE5M2IsRefusedUnderEveryGrid) {
 }
 
 TEST(ScaledGemmArguments, Fp8GemmRefusesATransposedCopyThatWasNotMade) {
-  const fp8::Recipe recipe = fp8::recipe_from_name("row");
+  const fp8::Recipe recipe = fp8::Recipe::parse("row");
   fp8::QuantizedTensor x(Device::cpu(), 16, 32, recipe, Role::activation, false);
   fp8::QuantizedTensor w(Device::cpu(), 32, 32, recipe, Role::weight, false);
   Scratch s;
@@ -602,7 +608,7 @@ std::vector<double> exact_gemm(const std::vector<float>& a, const std::vector<fl
 std::vector<double> quantized_gemm(Device device, const std::string& recipe_name,
                                    const std::vector<float>& a, const std::vector<float>& b,
                                    int64_t m, int64_t n, int64_t k) {
-  const fp8::Recipe recipe = fp8::recipe_from_name(recipe_name);
+  const fp8::Recipe recipe = fp8::Recipe::parse(recipe_name);
   Buffer a_buf, b_buf, workspace;
   const Tensor ta = upload(device, a_buf, DType::f32, {m, k}, a.data(), a.size() * 4);
   const Tensor tb = upload(device, b_buf, DType::f32, {n, k}, b.data(), b.size() * 4);

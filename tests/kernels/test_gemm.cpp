@@ -491,5 +491,17 @@ TEST(CpuGemmEngine, AnEngineThisBuildLacksIsRefused) {
   EXPECT_EQ(kernels::cpu::gemm_impl(), GemmImpl::reference);
 }
 
+// The public switch (kernels/gemm.h) that `octet bench gemm --impl` uses, by name.
+TEST(CpuGemmEngine, IsChosenByNameThroughTheKernelsApi) {
+  EngineGuard guard;
+  kernels::set_cpu_gemm_engine("reference");
+  EXPECT_STREQ(kernels::cpu_gemm_engine(), "reference");
+  if (kernels::cpu::onednn_available()) {
+    kernels::set_cpu_gemm_engine("onednn");
+    EXPECT_STREQ(kernels::cpu_gemm_engine(), "onednn");
+  }
+  expect_gemm_error([] { kernels::set_cpu_gemm_engine("blas"); }, "unknown CPU GEMM engine 'blas'");
+}
+
 }  // namespace
 }  // namespace octet

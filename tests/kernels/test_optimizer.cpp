@@ -133,11 +133,11 @@ TEST_P(OptimizerOnDevice, SumsAreFloat64SumsRoundedOnce) {
       const std::string what = std::to_string(n) + " " + dtype_name(dtype);
       EXPECT_NEAR(testing::download(out.tensor)[0], squares, 1.01 * 0x1p-24 * squares) << what;
       if (dtype != DType::f32) continue;
-      // accumulate_sum adds onto what is there: out = f32(1.5 + f32(scale * sum)),
+      // add_scaled_sum adds onto what is there: out = f32(1.5 + f32(scale * sum)),
       // two f32 roundings of values no larger than |1.5| + |scale sum|.
       auto acc = testing::upload(device, DType::f32, {1}, std::vector<double>{1.5});
       const double scale = 1.0 / 3.0;
-      kernels::accumulate_sum(xt.tensor, acc.tensor, scale);
+      kernels::add_scaled_sum(xt.tensor, acc.tensor, scale);
       const double want = 1.5 + scale * sum;
       EXPECT_NEAR(testing::download(acc.tensor)[0], want,
                   2.01 * 0x1p-24 * (1.5 + std::abs(scale * sum)))

@@ -113,8 +113,7 @@ struct LinearHarness {
   DeviceArray weight, bias, weight_grad, bias_grad, x, y, dy, dx;
   nn::Linear layer;
 
-  LinearHarness(const nn::LinearConfig& c, Rng& rng, fp8::DelayedScalingState* delayed = nullptr,
-                int first_slot = 0)
+  LinearHarness(const nn::LinearConfig& c, Rng& rng)
       : config(c), dtype(nn::activation_dtype(c.precision)) {
     const int64_t in = c.in_features, out = c.out_features, t = c.max_tokens;
     const Device d = c.device;
@@ -134,7 +133,7 @@ struct LinearHarness {
     y = DeviceArray(d, dtype, {t, out});
     dy = DeviceArray(d, dtype, {t, out});
     dx = DeviceArray(d, dtype, {t, in});
-    layer = nn::Linear(c, delayed, first_slot);
+    layer = nn::Linear(c);
     layer.bind(weight.tensor(), bias.tensor(), weight_grad.tensor(), bias_grad.tensor());
   }
 

@@ -244,11 +244,21 @@ TEST(LinearErrors, BadConfigurationsAreRefusedWithWhatWasExpected) {
 
   nn::LinearConfig delayed = make_config(Precision::fp8, 16, 16, 16, cpu);
   delayed.recipe.mode = fp8::ScalingMode::tensor_delayed;
-  fp8::DelayedScalingState state(cpu, delayed.recipe.delayed,
-                                 {DType::e4m3, DType::e4m3, DType::e5m2, DType::e4m3});
-  expect_linear_error([&] { nn::Linear(delayed, &state, 2); },
-                      "has 4 slots; this layer needs 3 (x, W, dY) starting at first_slot=2");
-  EXPECT_NO_THROW(nn::Linear(delayed, &state, 1));
+  // A shared state takes slots only until it is allocated.
+  fp8::DelayedScalingState state(cpu, delayed.recipe.delayed, {DType::e4m3});
+  delayed.scaling_state = &state;
+  try {
+    nn::Linear layer(delayed);
+    ADD_FAILURE() << "a layer took slots in an allocated state";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[delayed scaling] add_slot after allocate()"),
+              std::string::npos)
+        << e.what();
+  }
+  fp8::DelayedScalingState open_state(cpu, delayed.recipe.delayed);
+  delayed.scaling_state = &open_state;
+  EXPECT_NO_THROW(nn::Linear{delayed});
+  EXPECT_EQ(open_state.size(), 3);
 }
 
 TEST(LinearErrors, BadBindingsAndInputsAreRefusedWithWhatWasExpected) {

@@ -94,17 +94,22 @@ TEST_P(LinearFp8OnDevice, ForwardDgradWgradMatchFloat64WithinBoundsFromTheFormat
   // 128x128 blocks or 1x32 MX blocks along K.
   const Dims shapes[] = {{48, 96, 80}, {64, 160, 144}};
   int variant = 0;
-  for (ScalingMode mode : {ScalingMode::tensor_current, ScalingMode::tensor_delayed,
-                           ScalingMode::row, ScalingMode::block, ScalingMode::mx}) {
+  for (const fp8::ScalingModeInfo& info : fp8::scaling_modes()) {
+    const ScalingMode mode = info.mode;
     for (fp8::FormatPolicy formats : {fp8::FormatPolicy::hybrid, fp8::FormatPolicy::e4m3}) {
       const Dims s = shapes[variant++ % 2];
       const fp8::Recipe recipe = make_recipe(mode, formats);
       const DType fx = recipe.format(Role::activation), fw = recipe.format(Role::weight),
                   fg = recipe.format(Role::gradient);
-      const bool delayed = mode == ScalingMode::tensor_delayed;
-      std::optional<fp8::DelayedScalingState> state;
-      if (delayed) state.emplace(device, recipe.delayed, std::vector<DType>{fx, fw, fg});
-      LinearHarness h(fp8_config(recipe, s.in, s.out, 64, device), rng, state ? &*state : nullptr);
+      const bool delayed = info.stateful;
+      // A state shared with the caller (as a model's is): the layer takes its three slots.
+      fp8::DelayedScalingState shared(device, recipe.delayed);
+      nn::LinearConfig config = fp8_config(recipe, s.in, s.out, 64, device);
+      config.scaling_state = &shared;
+      LinearHarness h(config, rng);
+      shared.allocate();
+      EXPECT_EQ(shared.size(), delayed ? 3 : 0);
+      fp8::DelayedScalingState* state = delayed ? &shared : nullptr;
       const std::vector<float> x = testing::random_normal(s.t * s.in, 1.0, DType::bf16, rng);
       // Gradients are small; scaling brings them into E5M2's range.
       const std::vector<float> dy = testing::random_normal(s.t * s.out, 0x1p-12, DType::bf16, rng);
@@ -197,8 +202,13 @@ TEST_P(LinearFp8OnDevice, DelayedScalingStartsAtOneThenUsesThePreviousAmax) {
   const std::vector<float> dy = testing::random_normal(t * out, 1e-4, DType::bf16, rng);
 
   {  // A state shared with the model (slots 1..3 of 4): the model updates it.
-    fp8::DelayedScalingState state(device, recipe.delayed, {DType::e4m3, fx, fw, fg});
-    LinearHarness h(fp8_config(recipe, in, out, t, device), rng, &state, 1);
+    fp8::DelayedScalingState state(device, recipe.delayed);
+    EXPECT_EQ(state.add_slot(DType::e4m3), 0);
+    nn::LinearConfig config = fp8_config(recipe, in, out, t, device);
+    config.scaling_state = &state;
+    LinearHarness h(config, rng);
+    state.allocate();
+    ASSERT_EQ(state.size(), 4);
     const auto qx1 = quantize64(x, t, in, recipe, Role::activation, 1.0f);
     const auto qw1 = quantize64(h.w, out, in, recipe, Role::weight, 1.0f);
     const auto qdy1 = quantize64(dy, t, out, recipe, Role::gradient, 1.0f);
@@ -317,8 +327,11 @@ TEST_P(LinearFp8OnDevice, StatsReportAmaxScalesAndCountsOfTheLastQuantizations) 
   }
   {  // Delayed scaling: an input 10x larger than the step that set the scale saturates.
     const fp8::Recipe recipe = make_recipe(ScalingMode::tensor_delayed);
-    fp8::DelayedScalingState state(device, recipe.delayed, {DType::e4m3, DType::e4m3, DType::e5m2});
-    LinearHarness h(fp8_config(recipe, in, out, t, device), rng, &state);
+    fp8::DelayedScalingState state(device, recipe.delayed);
+    nn::LinearConfig config = fp8_config(recipe, in, out, t, device);
+    config.scaling_state = &state;
+    LinearHarness h(config, rng);
+    state.allocate();
     h.forward(x);
     h.backward(dy);
     state.update();

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     std::ofstream o(argv[3], std::ios::binary);
     o.write(reinterpret_cast<const char*>(out.data()),
             static_cast<std::streamsize>(out.size() * 4));
-    std::printf("{\"loss\": %.9g}\n", loss);
+    std::printf("%s\n", octet::json_dump({{"loss", octet::json_finite_or_null(loss)}}).c_str());
     return 0;
   } catch (const octet::Error& e) {
     std::fprintf(stderr, "llama_forward: %s\n", e.what());

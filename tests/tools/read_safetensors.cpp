@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   try {
     const SafetensorsFile file = SafetensorsFile::open(argv[1]);
     Json metadata = Json::object();
-    for (const auto& [key, value] : file.metadata()) metadata.set(key, value);
+    for (const auto& [key, value] : file.metadata()) metadata[key] = value;
     Json tensors = Json::array();
     for (const SafetensorsEntry& e : file.entries()) {
       Buffer buffer = Buffer::for_tensor(Device::cpu(), e.dtype, e.shape());
@@ -67,18 +67,18 @@ int main(int argc, char** argv) {
       Json shape = Json::array();
       for (int64_t d : e.dims) shape.push_back(d);
       Json entry = Json::object();
-      entry.set("name", e.name);
-      entry.set("dtype", safetensors_dtype_name(e.dtype));
-      entry.set("shape", std::move(shape));
-      entry.set("data_offsets", Json::array({Json(e.begin), Json(e.end)}));
-      entry.set("checksum", static_cast<int64_t>(checksum));
-      entry.set("sum", std::isfinite(sum) ? Json(sum) : Json());
+      entry["name"] = e.name;
+      entry["dtype"] = safetensors_dtype_name(e.dtype);
+      entry["shape"] = std::move(shape);
+      entry["data_offsets"] = Json::array({e.begin, e.end});
+      entry["checksum"] = static_cast<int64_t>(checksum);
+      entry["sum"] = json_finite_or_null(sum);
       tensors.push_back(std::move(entry));
     }
     Json out = Json::object();
-    out.set("metadata", std::move(metadata));
-    out.set("tensors", std::move(tensors));
-    std::printf("%s\n", out.dump(2).c_str());
+    out["metadata"] = std::move(metadata);
+    out["tensors"] = std::move(tensors);
+    std::printf("%s\n", json_dump(out, 2).c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "read_safetensors: %s\n", e.what());
     return 1;

@@ -52,7 +52,7 @@ TEST(Training, ResumingAfterCtrlCContinuesWithTheSameLosses) {
   // fp8 with delayed scaling: the run with the most state to carry over (AdamW moments,
   // data position, amax histories and scales).
   TrainConfig c = tiny_run(model, nn::Precision::fp8, 16);
-  c.recipe = "tensor-delayed";
+  c.recipe = fp8::Recipe::parse("tensor-delayed");
   c.eval_every = 4;
 
   std::vector<double> straight;
@@ -108,6 +108,26 @@ TEST(Training, BadInputIsRefusedAndLeavesTheCheckpointIntact) {
   other.resume = true;
   other.precision = nn::Precision::fp8;
   expect_error([&] { Trainer t(other); }, "--precision");
+  // So is resuming with another recipe knob (the recipe is compared whole).
+  TrainConfig pow2 = c;
+  pow2.resume = true;
+  pow2.recipe = fp8::Recipe::parse("tensor-current:pow2");
+  expect_error([&] { Trainer t(pow2); }, "and recipe tensor-current;");
+  // A checkpoint from before the text form round-tripped ("tensor-current/hybrid") resumes.
+  const std::string legacy = dir.file("legacy");
+  fs::create_directories(legacy);
+  fs::copy(step_dir, legacy + "/step_00000002");
+  std::ofstream(legacy + "/latest") << "step_00000002\n";
+  const std::string state_json = legacy + "/step_00000002/trainer_state.json";
+  std::string text = file_bytes(state_json);
+  const size_t at = text.find("\"tensor-current\"");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 16, "\"tensor-current/hybrid\"");
+  std::ofstream(state_json, std::ios::trunc) << text;
+  TrainConfig old = c;
+  old.out_dir = legacy;
+  old.resume = true;
+  EXPECT_NO_THROW(Trainer{old});
   // An unknown config field and an impossible shape name the file and the field.
   std::ofstream(dir.file("typo.json")) << R"({"vocab_size": 64, "hiden_size": 64})";
   TrainConfig typo = c;

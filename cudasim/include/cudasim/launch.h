@@ -43,7 +43,7 @@ void call(const Launch& l, std::index_sequence<I...>) {
 template <class Tuple, size_t... I>
 bool check_args(const Launch& l, const Tuple& t, std::index_sequence<I...>) {
   bool bad = false;
-  auto one = [&](int index, const auto& v) {
+  [[maybe_unused]] auto one = [&](int index, const auto& v) {
     using V = std::decay_t<decltype(v)>;
     if constexpr (std::is_pointer_v<V>)
       bad |= check_pointer_arg(l, index, static_cast<const void*>(v));
@@ -54,7 +54,8 @@ bool check_args(const Launch& l, const Tuple& t, std::index_sequence<I...>) {
   return bad;
 }
 
-bool fail_launch(cudaError_t code);  // records a launch error; returns true
+bool fail_launch(cudaError_t code);     // records a launch error; returns true
+void fail_execution(cudaError_t code);  // makes `code` the sticky error
 
 }  // namespace detail
 
@@ -75,8 +76,10 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_sme
       [](const detail::Launch& x) { detail::call<Tuple, void (*)(Params...)>(x, Seq{}); },
       &params,
       reinterpret_cast<void*>(kernel)};
+  // A GPU would fault reading the host address: the sticky illegal-address error; the kernel
+  // does not run.
   if (detail::check_args(l, params, Seq{})) {
-    detail::fail_launch(cudaErrorInvalidValue);
+    detail::fail_execution(cudaErrorIllegalAddress);
     return;
   }
   detail::launch(l);

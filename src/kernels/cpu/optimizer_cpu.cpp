@@ -64,7 +64,7 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
   out.as<float>()[0] = static_cast<float>(sum_in_chunks(x, [](double v) { return v * v; }));
 }
 
-void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
+void add_scaled_sum(const Tensor& x, const Tensor& out, double scale) {
   const double sum = sum_in_chunks(x, [](double v) { return v; });
   out.as<float>()[0] += static_cast<float>(sum * scale);
 }

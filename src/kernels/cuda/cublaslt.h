@@ -1,8 +1,8 @@
 // kernels/cuda/cublaslt.h: cuBLASLt matmuls in octet's row-major terms: one cublasLt
-// handle per process, made on first use, and a plan (matmul descriptor, layouts and the
+// handle per device, made on first use, and a plan (matmul descriptor, layouts and the
 // heuristic's algorithm) cached per problem, so that only the first call of a shape
 // allocates (host memory). Internal to kernels/cuda.
-// defines: kUnscaled, LtCall, lt_matmul, lt_plan_count
+// defines: kUnscaled, LtCall, lt_native, lt_matmul, lt_plan_count
 #pragma once
 
 #include <cstddef>
@@ -33,6 +33,13 @@ struct LtCall {
   void* workspace = nullptr;  // cuBLASLt's scratch, 256-byte aligned
   size_t workspace_bytes = 0;
 };
+
+// Whether cuBLASLt has an algorithm for this call's problem (its plan made on first use).
+// False only for a row- or block-scaled FP8 call (a scale mode other than SCALAR_32F) the
+// heuristic refuses (CUBLAS_STATUS_NOT_SUPPORTED or no algorithm): the caller then emulates
+// it. That decision
+// is cached with the plan and reported once on stderr. Throws octet::Error on other failures.
+bool lt_native(const LtCall& call, int device);
 
 // Enqueues the matmul on stream() (the plan for its problem made on first use; the host
 // never waits). Throws octet::Error ("[gemm] ...") naming the problem when cuBLASLt has no

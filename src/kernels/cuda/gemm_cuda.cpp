@@ -6,13 +6,15 @@
 // not take (MX, other block sizes, 128x128 on both operands, and block grids when M or N
 // is not a multiple of 4) are emulated: both operands
 // dequantized into the workspace, exactly into bf16 when every scale is a power of two
-// (MX), else into f32, then a bf16 or f32 GEMM. Nothing synchronises the host.
+// (MX), else into f32, then a bf16 or f32 GEMM; so is a row- or block-scaled GEMM the cuBLASLt at
+// hand refuses (decided once per problem, cublaslt.h). Nothing synchronises the host.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "core/error.h"
@@ -90,13 +92,16 @@ size_t block_scale_bytes(ScaleGrid g, int64_t rows, int64_t k) {
   return align_up(static_cast<size_t>(cells) * 4);
 }
 
-Route route(const Tensor& a, const Tensor& c, const GemmOptions& o, GemmDims d) {
+// The path of a call: cuBLASLt's FP8 kernels where its documentation promises one, else
+// (or when `emulate`) the emulation.
+Route route(const Tensor& a, const Tensor& c, const GemmOptions& o, GemmDims d,
+            bool emulate = false) {
   Route r;
   r.np = d.n;
   if (!is_fp8(a.dtype)) return r;
   r.fp8 = true;
   const ScaleGrid ga = o.a_grid, gb = o.b_grid;
-  if (emulation_forced()) {
+  if (emulate || emulation_forced()) {
     r.path = Fp8Path::emulated;
   } else if (ga.block_cols == 0) {  // validation: B splits K exactly as A does
     r.path =
@@ -179,8 +184,19 @@ Scratch carve(const Tensor& workspace, const Route& r) {
 
 // ---- the FP8 paths ------------------------------------------------------------------
 
+// Built field by field over zeroed bytes: the struct is a kernel argument, and its padding
+// (after grid.e8m0) would otherwise carry stale stack bytes, which the emulated device's
+// argument check reads as a host address.
 ScaleView scale_view(const Tensor& s, ScaleGrid grid, int64_t rows, int64_t k) {
-  return {s.empty() ? nullptr : s.data, grid, rows, k};
+  ScaleView v;
+  std::memset(static_cast<void*>(&v), 0, sizeof v);  // trivially copyable: bytes are the value
+  v.data = s.empty() ? nullptr : s.data;
+  v.grid.block_rows = grid.block_rows;
+  v.grid.block_cols = grid.block_cols;
+  v.grid.e8m0 = grid.e8m0;
+  v.rows = rows;
+  v.k = k;
+  return v;
 }
 
 void check_fp8_alignment(const char* name, const Tensor& t) {
@@ -257,23 +273,16 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
   }
   LtCall call = direct_call(a, b, c, o, d, r.np, s);
   call.fast_accum = o.fast_accum;
-  if (padded) {
-    // B [N, K] and zero rows up to np; C [M, N] into the first N columns of D [M, np].
-    const size_t b_bytes = static_cast<size_t>(d.n * d.k);
-    OCTET_CUDA_CHECK(kOp,
-                     cudaMemcpyAsync(s.b_pad, b.data, b_bytes, cudaMemcpyDeviceToDevice, stream()));
-    OCTET_CUDA_CHECK(kOp, cudaMemsetAsync(s.b_pad + b_bytes, 0,
-                                          static_cast<size_t>((r.np - d.n) * d.k), stream()));
+  if (padded) {  // B [N, K] and zero rows up to np; C [M, N] in the first N columns of D [M, np]
     call.b = s.b_pad;
     call.c = s.d;
-    if (o.beta != 0.0f) {
-      const size_t row = static_cast<size_t>(d.n) * dtype_size(c.dtype);
-      OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(s.d, r.np * dtype_size(c.dtype), c.data, row, row,
-                                              d.m, cudaMemcpyDeviceToDevice, stream()));
-    }
   }
   const ScaleView sa = scale_view(o.a_scale_inv, o.a_grid, d.m, d.k);
   const ScaleView sb = scale_view(o.b_scale_inv, o.b_grid, d.n, d.k);
+  auto block_mode = [](const ScaleView& v) {
+    return v.grid.block_rows == 1 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                  : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  };
   switch (r.path) {
     case Fp8Path::tensor:
       call.a_mode = call.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
@@ -281,33 +290,53 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
       call.b_scale = sb.data;
       break;
     case Fp8Path::outer:
-      launch_row_scales(sa, d.m, reinterpret_cast<float*>(s.a_scale));
-      launch_row_scales(sb, r.np, reinterpret_cast<float*>(s.b_scale));
       call.a_mode = call.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
       call.a_scale = s.a_scale;
       call.b_scale = s.b_scale;
       break;
-    case Fp8Path::block: {
-      auto relayout = [](const ScaleView& v, int64_t rows, char* out, int32_t& mode) {
-        if (v.grid.block_rows == 1) {
-          launch_vec128_scales(v, rows, reinterpret_cast<float*>(out));
-          mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-        } else {  // padding rows share the last row block, which exists (np <= that block's end)
-          launch_blk128_scales(v, reinterpret_cast<float*>(out));
-          mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-        }
-      };
-      relayout(sa, d.m, s.a_scale, call.a_mode);
-      relayout(sb, r.np, s.b_scale, call.b_mode);
+    case Fp8Path::block:
+      call.a_mode = block_mode(sa);
+      call.b_mode = block_mode(sb);
       call.a_scale = s.a_scale;
       call.b_scale = s.b_scale;
       // The block-scaled kernels promote to fp32 every 128 K anyway; PyTorch refuses fast
       // accumulation with them and so do we.
       call.fast_accum = false;
       break;
-    }
     case Fp8Path::emulated:
       break;
+  }
+  // Nothing is enqueued yet: a problem this cuBLASLt refuses (e.g. a scale mode it predates)
+  // runs through the emulation instead, in the same workspace (gemm_workspace_bytes sizes it
+  // for both paths).
+  if (!lt_native(call, a.device.index)) {
+    const Route emulated = route(a, c, o, d, true);
+    return gemm_emulated(a, b, c, o, d, emulated, carve(o.workspace, emulated));
+  }
+  if (padded) {
+    const size_t b_bytes = static_cast<size_t>(d.n * d.k);
+    OCTET_CUDA_CHECK(kOp,
+                     cudaMemcpyAsync(s.b_pad, b.data, b_bytes, cudaMemcpyDeviceToDevice, stream()));
+    OCTET_CUDA_CHECK(kOp, cudaMemsetAsync(s.b_pad + b_bytes, 0,
+                                          static_cast<size_t>((r.np - d.n) * d.k), stream()));
+    if (o.beta != 0.0f) {
+      const size_t row = static_cast<size_t>(d.n) * dtype_size(c.dtype);
+      OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(s.d, r.np * dtype_size(c.dtype), c.data, row, row,
+                                              d.m, cudaMemcpyDeviceToDevice, stream()));
+    }
+  }
+  if (r.path == Fp8Path::outer) {
+    launch_row_scales(sa, d.m, reinterpret_cast<float*>(s.a_scale));
+    launch_row_scales(sb, r.np, reinterpret_cast<float*>(s.b_scale));
+  } else if (r.path == Fp8Path::block) {
+    auto relayout = [](const ScaleView& v, int64_t rows, char* out) {
+      if (v.grid.block_rows == 1)
+        launch_vec128_scales(v, rows, reinterpret_cast<float*>(out));
+      else  // padding rows share the last row block, which exists (np <= that block's end)
+        launch_blk128_scales(v, reinterpret_cast<float*>(out));
+    };
+    relayout(sa, d.m, s.a_scale);
+    relayout(sb, r.np, s.b_scale);
   }
   lt_matmul(call, a.device.index);
   if (padded) {
@@ -319,12 +348,19 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
 
 }  // namespace
 
+// A native FP8 GEMM may turn out emulated (cuBLASLt refuses it at its first call), so its
+// workspace covers both paths.
 size_t gemm_workspace_bytes(const Tensor& a, const Tensor&, const Tensor& c,
                             const GemmOptions& options, GemmDims dims) {
-  return kAlign + route(a, c, options, dims).scratch_bytes() + kCublasWorkspaceBytes;
+  const Route r = route(a, c, options, dims);
+  size_t scratch = r.scratch_bytes();
+  if (r.fp8 && r.path != Fp8Path::emulated)
+    scratch = std::max(scratch, route(a, c, options, dims, true).scratch_bytes());
+  return kAlign + scratch + kCublasWorkspaceBytes;
 }
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d) {
+  OCTET_CUDA_CHECK(kOp, cudaSetDevice(a.device.index));
   if (d.k == 0) return launch_scale_c(c.data, c.dtype == DType::bf16, o.beta, d.m * d.n);
   const Route r = route(a, c, o, d);
   const Scratch s = carve(o.workspace, r);

@@ -84,11 +84,11 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
 }
 
 void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
-  OCTET_CUDA_CHECK(square ? "sum_of_squares" : "accumulate_sum", cudaSetDevice(out.device.index));
-  claim_static_scratch(square ? "sum_of_squares" : "accumulate_sum");
+  OCTET_CUDA_CHECK(square ? "sum_of_squares" : "add_scaled_sum", cudaSetDevice(out.device.index));
+  claim_static_scratch(square ? "sum_of_squares" : "add_scaled_sum");
   launch_kernel(sum_kernel, kSumBlocks, kThreads, 0, stream(), x.data, x.dtype == DType::bf16,
                 x.numel(), square, scale, out.as<float>());
-  OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "accumulate_sum");
+  OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "add_scaled_sum");
 }
 
 }  // namespace
@@ -112,7 +112,7 @@ void sum_of_squares(const Tensor& x, const Tensor& out) {
   launch_sum(x, out, true, 1.0);
 }
 
-void accumulate_sum(const Tensor& x, const Tensor& out, double scale) {
+void add_scaled_sum(const Tensor& x, const Tensor& out, double scale) {
   launch_sum(x, out, false, scale);
 }
 

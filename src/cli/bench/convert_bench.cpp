@@ -1,4 +1,4 @@
-// bench/convert_bench.cpp: times kernels::convert on the CPU (see convert_bench.h).
+// cli/bench/convert_bench.cpp: times kernels::convert on the CPU (see convert_bench.h).
 #include "convert_bench.h"
 
 #include <omp.h>

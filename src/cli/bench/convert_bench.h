@@ -1,4 +1,4 @@
-// bench/convert_bench.h: timing of the CPU array conversions (kernels::convert),
+// cli/bench/convert_bench.h: timing of the CPU array conversions (kernels::convert),
 // one row per (pair, thread count); `octet bench gemm` prints them.
 // defines: ConvertBenchRow, bench_convert
 #pragma once

@@ -1,4 +1,4 @@
-// bench/bench_step.cpp: `octet bench step`: whole training steps (Trainer::train_step: data,
+// cli/bench/bench_step.cpp: `octet bench step`: whole training steps (Trainer::train_step: data,
 // forward, backward, clipping, AdamW, weight sync, scaling update) timed in bf16 and in fp8
 // under each recipe: tokens/s, step time, model TFLOP/s, MFU, peak device memory and the
 // FP8/BF16 speedup, for one model or a sweep of hidden size x batch x sequence length.
@@ -9,13 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "bench_util.h"
-#include "cli/args.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
@@ -28,36 +28,13 @@
 namespace octet::bench {
 namespace {
 
-constexpr const char* kHelp = R"(octet bench step: time whole training steps in bf16 and fp8
-
-usage: octet bench step [flags]
-  --device cpu|cuda          (default cpu)
-  --model tiny|small|1b|7b|config.json   (default tiny)
-  --layers N                 override num_hidden_layers (the 7B-shaped runs use 8)
-  --batch B[,B...]           sequences per step (default 8; sweep: 1,4)
-  --seq S[,S...]             tokens per sequence (default: the model's max_position_embeddings;
-                             sweep: 1024,2048,4096,8192)
-  --precision P[,P...]       fp32, bf16, fp8 (default bf16,fp8)
-  --recipe R[,R...]          FP8 recipes of the fp8 runs: tensor-current, tensor-delayed, row,
-                             block, mx (optionally :e4m3) (default tensor-current)
-  --warmup W --steps N       untimed, then timed steps per run (default 3 and 10)
-  --peak-tflops X            the peak MFU is measured against (default on cuda: 989.4, the
-                             H100/H200 dense bf16 tensor-core peak; on cpu: none, no MFU)
-  --json                     print one JSON document on stdout (progress goes to stderr)
-  --sweep                    a model per --hidden size (default 1024,2048,4096,8192): FFN by
-                             LLaMA's rule, heads of 128, vocab 32000, --layers (default 2);
-                             prints the FP8/BF16 speedup table of hidden x batch x seq
-  --print-hf-config          print the config.json of the model (with --layers, and
-                             max_position_embeddings = the largest --seq) and exit: what
-                             bench/hf_step.py and bench/step_compare.py read
-
-What the numbers mean:
+constexpr const char* kFooter = R"(What the numbers mean:
   step ms     wall time of one optimizer step: the mean over the timed steps, the device
               synchronised before the first and after the last (never inside the loop)
   tokens/s    batch x seq / step time
   TFLOP/s     model FLOPs / step time, model FLOPs = 6 x (transformer matmul weights + LM head)
               x tokens + causal attention 6 x layers x seq x hidden x tokens, the same for
-              bf16 and fp8 (bench/step_model.h derives it); recomputation is not counted
+              bf16 and fp8 (src/cli/bench/step_model.h derives it); recomputation is not counted
   MFU         TFLOP/s / --peak-tflops, bf16 and fp8 alike (so fp8's MFU can exceed bf16's)
   peak GiB    the most device memory octet held as Buffers during the run, counted from
               before the Trainer is built: parameters, gradients, AdamW state, activations,
@@ -93,6 +70,19 @@ struct Options {
   bool json = false, sweep = false;
 };
 
+// The flags as given; what is absent takes a default that depends on the others.
+struct Flags {
+  std::string device = "cpu";
+  std::string model = "tiny";
+  int64_t layers = 0;
+  std::vector<long long> batch, seq, hidden;
+  std::vector<std::string> precision = {"bf16", "fp8"}, recipe = {"tensor-current"};
+  int64_t warmup = 3, steps = 10;
+  double peak_tflops = 0.0;
+  bool json = false, sweep = false, print_hf_config = false;
+  bool model_given = false, layers_given = false, peak_given = false;
+};
+
 // A temporary config.json that the Trainer reads (it takes a model name or a path).
 class TempConfig {
  public:
@@ -124,7 +114,7 @@ Result time_run(const Run& run, const Options& o) {
   train::TrainConfig tc;
   tc.model = config_file.path();
   tc.precision = run.precision;
-  if (!run.recipe.empty()) tc.recipe = run.recipe;
+  if (!run.recipe.empty()) tc.recipe = fp8::Recipe::parse(run.recipe);
   tc.device = device_name(o.device);
   tc.batch = run.batch;
   tc.seq_len = run.seq;
@@ -241,40 +231,40 @@ void print_sweep_tables(const std::vector<Run>& runs, const std::vector<Result>&
 
 Json run_json(const Run& run, const Result& r, const Options& o) {
   Json j = Json::object();
-  j.set("model", run.label);
-  j.set("hidden_size", run.config.hidden_size);
-  j.set("num_hidden_layers", run.config.num_hidden_layers);
-  j.set("intermediate_size", run.config.intermediate_size);
-  j.set("num_attention_heads", run.config.num_attention_heads);
-  j.set("num_key_value_heads", run.config.num_key_value_heads);
-  j.set("vocab_size", run.config.vocab_size);
-  j.set("batch", run.batch);
-  j.set("seq", run.seq);
-  j.set("precision", nn::precision_name(run.precision));
-  j.set("recipe", run.recipe.empty() ? Json() : Json(run.recipe));
-  j.set("tokens_per_step", run.batch * run.seq);
-  j.set("model_flops_per_step", step_model_flops(run.config, run.batch, run.seq));
-  j.set("error", r.error.empty() ? Json() : Json(r.error));
+  j["model"] = run.label;
+  j["hidden_size"] = run.config.hidden_size;
+  j["num_hidden_layers"] = run.config.num_hidden_layers;
+  j["intermediate_size"] = run.config.intermediate_size;
+  j["num_attention_heads"] = run.config.num_attention_heads;
+  j["num_key_value_heads"] = run.config.num_key_value_heads;
+  j["vocab_size"] = run.config.vocab_size;
+  j["batch"] = run.batch;
+  j["seq"] = run.seq;
+  j["precision"] = nn::precision_name(run.precision);
+  j["recipe"] = run.recipe.empty() ? Json() : Json(run.recipe);
+  j["tokens_per_step"] = run.batch * run.seq;
+  j["model_flops_per_step"] = step_model_flops(run.config, run.batch, run.seq);
+  j["error"] = r.error.empty() ? Json() : Json(r.error);
   const bool ok = r.error.empty();
-  auto number = [&](double x) { return ok && std::isfinite(x) ? Json(x) : Json(); };
-  j.set("parameters", ok ? Json(r.parameters) : Json());
-  j.set("init_seconds", number(r.init_seconds));
-  j.set("step_seconds", number(r.step_seconds));
-  j.set("tokens_per_s", number(r.tokens_per_s));
-  j.set("model_tflops", number(r.tflops));
-  j.set("mfu", o.peak_tflops ? number(r.tflops / *o.peak_tflops) : Json());
-  j.set("peak_bytes", ok ? Json(static_cast<int64_t>(r.peak_bytes)) : Json());
-  j.set("loss", number(r.loss));
-  j.set("speedup_vs_bf16", r.speedup ? Json(*r.speedup) : Json());
-  j.set("peak_bytes_vs_bf16", r.memory_ratio ? Json(*r.memory_ratio) : Json());
+  auto number = [&](double x) { return ok ? json_finite_or_null(x) : Json(); };
+  j["parameters"] = ok ? Json(r.parameters) : Json();
+  j["init_seconds"] = number(r.init_seconds);
+  j["step_seconds"] = number(r.step_seconds);
+  j["tokens_per_s"] = number(r.tokens_per_s);
+  j["model_tflops"] = number(r.tflops);
+  j["mfu"] = o.peak_tflops ? number(r.tflops / *o.peak_tflops) : Json();
+  j["peak_bytes"] = ok ? Json(static_cast<int64_t>(r.peak_bytes)) : Json();
+  j["loss"] = number(r.loss);
+  j["speedup_vs_bf16"] = r.speedup ? Json(*r.speedup) : Json();
+  j["peak_bytes_vs_bf16"] = r.memory_ratio ? Json(*r.memory_ratio) : Json();
   return j;
 }
 
 // The runs: for each model x seq x batch (one cell), bf16 first, then the other precisions
 // as given, fp8 once per recipe.
-std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
+std::vector<Run> make_runs(const Flags& args, const Options& o) {
   std::vector<nn::Precision> precisions;
-  for (const std::string& p : cli::split_commas(args.get("precision", "bf16,fp8"))) {
+  for (const std::string& p : args.precision) {
     const nn::Precision precision = nn::precision_from_name(p);
     if (std::find(precisions.begin(), precisions.end(), precision) == precisions.end())
       precisions.push_back(precision);
@@ -282,37 +272,35 @@ std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   // bf16 first: the other runs of a cell are compared with it as they finish.
   std::stable_partition(precisions.begin(), precisions.end(),
                         [](nn::Precision p) { return p == nn::Precision::bf16; });
-  const std::vector<std::string> recipes = cli::split_commas(args.get("recipe", "tensor-current"));
+  const std::vector<std::string>& recipes = args.recipe;
   OCTET_CHECK(!precisions.empty() && !recipes.empty(), "bench step",
               "--precision and --recipe need at least one name");
-  for (const std::string& r : recipes) fp8::recipe_from_name(r);  // fail early on a typo
 
   std::vector<std::pair<std::string, model::LlamaConfig>> models;
   std::vector<long long> seqs, batches;
+  const auto or_default = [](const std::vector<long long>& given, std::vector<long long> fallback) {
+    return given.empty() ? fallback : given;
+  };
   if (o.sweep) {
-    OCTET_CHECK(!args.has("model"), "bench step", "--sweep builds its own models; use --hidden");
-    const long long layers = args.get_int("layers", 2);
-    for (long long hidden : args.get_int_list("hidden", {1024, 2048, 4096, 8192})) {
+    OCTET_CHECK(!args.model_given, "bench step", "--sweep builds its own models; use --hidden");
+    const int64_t layers = args.layers_given ? args.layers : 2;
+    for (long long hidden : or_default(args.hidden, {1024, 2048, 4096, 8192})) {
       OCTET_CHECK(hidden >= 128 && hidden % 128 == 0, "bench step",
                   "--hidden sizes must be multiples of 128 (heads of 128), got ", hidden);
       models.emplace_back("h" + std::to_string(hidden), sweep_config(hidden, layers, 1));
     }
-    seqs = args.get_int_list("seq", {1024, 2048, 4096, 8192});
-    batches = args.get_int_list("batch", {1, 4});
+    seqs = or_default(args.seq, {1024, 2048, 4096, 8192});
+    batches = or_default(args.batch, {1, 4});
   } else {
-    OCTET_CHECK(!args.has("hidden"), "bench step", "--hidden is for --sweep");
-    const std::string name = args.get("model", "tiny");
-    model::LlamaConfig c = model::load_llama_config(name);
-    if (args.has("layers")) c.num_hidden_layers = args.get_int("layers", 0);
-    std::string label = std::filesystem::path(name).stem().string();
-    if (args.has("layers")) label += "/" + std::to_string(c.num_hidden_layers) + "L";
+    OCTET_CHECK(args.hidden.empty(), "bench step", "--hidden is for --sweep");
+    model::LlamaConfig c = model::load_llama_config(args.model);
+    if (args.layers_given) c.num_hidden_layers = args.layers;
+    std::string label = std::filesystem::path(args.model).stem().string();
+    if (args.layers_given) label += "/" + std::to_string(c.num_hidden_layers) + "L";
     models.emplace_back(label, c);
-    seqs = args.get_int_list("seq", {c.max_position_embeddings});
-    batches = args.get_int_list("batch", {8});
+    seqs = or_default(args.seq, {c.max_position_embeddings});
+    batches = or_default(args.batch, {8});
   }
-  for (long long s : seqs) OCTET_CHECK(s >= 1, "bench step", "--seq must be positive, got ", s);
-  for (long long b : batches)
-    OCTET_CHECK(b >= 1, "bench step", "--batch must be positive, got ", b);
 
   std::vector<Run> runs;
   int cell = 0;
@@ -347,29 +335,27 @@ std::vector<Run> make_runs(const cli::Args& args, const Options& o) {
   return runs;
 }
 
-int run(const cli::Args& args) {
+int run(const Flags& args) {
   Options o;
-  o.device = device_from_name(args.get("device", "cpu"));
-  o.warmup = args.get_int("warmup", 3);
-  o.steps = args.get_int("steps", 10);
-  o.json = args.has("json");
-  o.sweep = args.has("sweep");
-  OCTET_CHECK(o.warmup >= 0 && o.steps >= 1, "bench step",
-              "--warmup must be >= 0 and --steps >= 1, got ", o.warmup, " and ", o.steps);
-  if (args.has("peak-tflops")) {
-    o.peak_tflops = args.get_double("peak-tflops", 0.0);
+  o.device = device_from_name(args.device);
+  o.warmup = args.warmup;
+  o.steps = args.steps;
+  o.json = args.json;
+  o.sweep = args.sweep;
+  if (args.peak_given) {
+    o.peak_tflops = args.peak_tflops;
     OCTET_CHECK(*o.peak_tflops > 0.0, "bench step", "--peak-tflops must be positive");
   } else if (o.device.is_cuda()) {
     o.peak_tflops = kHopperBf16DenseTflops;
   }
   const std::vector<Run> runs = make_runs(args, o);
 
-  if (args.has("print-hf-config")) {
+  if (args.print_hf_config) {
     OCTET_CHECK(!o.sweep, "bench step", "--print-hf-config takes one model, not --sweep");
     model::LlamaConfig c = runs.front().config;
     for (const Run& r : runs)
       c.max_position_embeddings = std::max(c.max_position_embeddings, r.seq);
-    std::printf("%s\n", model::llama_config_to_json(c).dump(2).c_str());
+    std::printf("%s\n", json_dump(model::llama_config_to_json(c), 2).c_str());
     return 0;
   }
   OCTET_CHECK(!o.device.is_cuda() || cuda_available(), "bench step",
@@ -425,15 +411,15 @@ int run(const cli::Args& args) {
 
   if (o.json) {
     Json doc = Json::object();
-    doc.set("bench", "step");
-    doc.set("device", device_name(o.device));
-    doc.set("warmup", o.warmup);
-    doc.set("steps", o.steps);
-    doc.set("peak_tflops", o.peak_tflops ? Json(*o.peak_tflops) : Json());
+    doc["bench"] = "step";
+    doc["device"] = device_name(o.device);
+    doc["warmup"] = o.warmup;
+    doc["steps"] = o.steps;
+    doc["peak_tflops"] = o.peak_tflops ? Json(*o.peak_tflops) : Json();
     Json list = Json::array();
     for (size_t i = 0; i < runs.size(); ++i) list.push_back(run_json(runs[i], results[i], o));
-    doc.set("runs", std::move(list));
-    std::printf("%s\n", doc.dump(2).c_str());
+    doc["runs"] = std::move(list);
+    std::printf("%s\n", json_dump(doc, 2).c_str());
   } else if (o.sweep) {
     print_sweep_tables(runs, results);
   }
@@ -442,18 +428,59 @@ int run(const cli::Args& args) {
 
 }  // namespace
 
-int bench_step_main(const std::vector<std::string>& args) {
-  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    std::fputs(kHelp, stdout);
-    return 0;
-  }
-  const cli::Args parsed("bench step", args,
-                         {"device", "model", "layers", "batch", "seq", "precision", "recipe",
-                          "warmup", "steps", "peak-tflops", "hidden"},
-                         {"json", "sweep", "print-hf-config"});
-  OCTET_CHECK(parsed.positional().empty(), "bench step", "unexpected argument '",
-              parsed.positional().front(), "'; see octet bench step --help");
-  return run(parsed);
+void add_bench_step(cli::Commands& commands, CLI::App& bench) {
+  auto f = std::make_shared<Flags>();
+  CLI::App* b = commands.add(bench, "step",
+                             "time whole training steps in bf16 and fp8: tokens/s, step time, "
+                             "model TFLOP/s, MFU, peak memory, FP8/BF16 speedup",
+                             [f] { return run(*f); });
+  b->footer(std::string(kFooter) + "\nFP8 recipes:\n" + fp8::recipe_syntax("  "));
+  b->add_option("--device", f->device, "cpu, cuda or cuda:N")
+      ->check(cli::parses_with(device_from_name, "DEVICE"));
+  CLI::Option* model =
+      b->add_option("--model", f->model, "tiny, small, 1b, 7b or a config.json path");
+  CLI::Option* layers =
+      b->add_option("--layers", f->layers,
+                    "override num_hidden_layers (the 7B-shaped runs use 8; sweep default 2)")
+          ->check(cli::at_least(1));
+  b->add_option("--batch", f->batch, "sequences per step, B[,B...] (default 8; sweep: 1,4)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  b->add_option("--seq", f->seq,
+                "tokens per sequence, S[,S...] (default: the model's max_position_embeddings; "
+                "sweep: 1024,2048,4096,8192)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  b->add_option("--precision", f->precision, "P[,P...] of fp32, bf16, fp8")
+      ->delimiter(',')
+      ->check(cli::parses_with(nn::precision_from_name, "PRECISION"));
+  b->add_option("--recipe", f->recipe,
+                "FP8 recipes of the fp8 runs, R[,R...], each MODE[:OPTION...] (see below); modes " +
+                    fp8::scaling_mode_list(", "))
+      ->delimiter(',')
+      ->check(cli::parses_with(fp8::Recipe::parse, "RECIPE"));
+  b->add_option("--warmup", f->warmup, "untimed steps per run")->check(cli::at_least(0));
+  b->add_option("--steps", f->steps, "timed steps per run")->check(cli::at_least(1));
+  CLI::Option* peak = b->add_option("--peak-tflops", f->peak_tflops,
+                                    "the peak MFU is measured against (default on cuda: 989.4, "
+                                    "the H100/H200 dense bf16 tensor-core peak; cpu: no MFU)")
+                          ->check(cli::at_least(0));
+  b->add_option("--hidden", f->hidden,
+                "--sweep: hidden sizes, multiples of 128 (default 1024,2048,4096,8192)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  b->add_flag("--json", f->json, "print one JSON document on stdout (progress goes to stderr)");
+  b->add_flag("--sweep", f->sweep,
+              "a model per --hidden size: FFN by LLaMA's rule, heads of 128, vocab 32000, "
+              "--layers; prints the FP8/BF16 speedup table of hidden x batch x seq");
+  b->add_flag("--print-hf-config", f->print_hf_config,
+              "print the config.json of the model (with --layers, and max_position_embeddings = "
+              "the largest --seq) and exit: what bench/hf_step.py and bench/step_compare.py read");
+  b->parse_complete_callback([f, model, layers, peak] {
+    f->model_given = model->count() > 0;
+    f->layers_given = layers->count() > 0;
+    f->peak_given = peak->count() > 0;
+  });
 }
 
 }  // namespace octet::bench

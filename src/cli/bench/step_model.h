@@ -1,4 +1,4 @@
-// bench/step_model.h: the model FLOPs of one LLaMA training step (what `octet bench step`
+// cli/bench/step_model.h: the model FLOPs of one LLaMA training step (what `octet bench step`
 // divides by the step time for TFLOP/s and MFU) and the model shapes of its sweep.
 // Header-only so that tests/bench checks the formula against a hand count.
 // defines: kHopperBf16DenseTflops, step_matmul_params, step_flops_per_token, step_model_flops,

@@ -1,19 +1,18 @@
-// bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
+// cli/bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
 // OpenBLAS sgemm beside them on the CPU), the FP8 GEMM under each scaling mode with and
 // without the quantization of its operands, and the FP8 conversions of one device.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "bench_util.h"
-#include "cli/args.h"
 #include "convert_bench.h"
 #include "core/buffer.h"
 #include "core/convert.h"
@@ -22,7 +21,6 @@
 #include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
 #include "fp8/scaling.h"
-#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 
 #if defined(OCTET_HAVE_OPENBLAS)
@@ -132,12 +130,12 @@ struct ModeRow {
   double quantize_seconds;
 };
 
-constexpr const char* kModes[] = {"tensor-current", "tensor-delayed", "row", "block", "mx"};
-
 std::vector<ModeRow> time_modes(Device device, const Operands& o, int64_t n, int reps) {
   std::vector<ModeRow> rows;
-  for (const char* mode : kModes) {
-    const fp8::Recipe recipe = fp8::recipe_from_name(mode);
+  for (const fp8::ScalingModeInfo& info : fp8::scaling_modes()) {
+    const char* mode = info.name;
+    fp8::Recipe recipe;
+    recipe.mode = info.mode;
     fp8::QuantizedTensor qa(device, n, n, recipe, fp8::Role::activation, false);
     fp8::QuantizedTensor qb(device, n, n, recipe, fp8::Role::weight, false);
     const bool delayed = recipe.mode == fp8::ScalingMode::tensor_delayed;
@@ -194,12 +192,12 @@ std::string cell(int64_t n, const Row* r) {
   return r ? cell(n, r->seconds) : "-";
 }
 
-int run(const cli::Args& args) {
-  const Device device = device_from_name(args.get("device", "cpu"));
-  const std::vector<long long> sizes = args.get_int_list("sizes", {256, 512, 1024, 2048, 4096});
-  const int reps = static_cast<int>(args.get_int("reps", 10));
-  const int threads = static_cast<int>(args.get_int("threads", 0));
-  OCTET_CHECK(reps >= 1, "bench gemm", "--reps must be at least 1, got ", reps);
+int run(const BenchGemmOptions& args) {
+  const Device device = device_from_name(args.device);
+  const std::vector<long long> sizes =
+      args.sizes.empty() ? std::vector<long long>{256, 512, 1024, 2048, 4096} : args.sizes;
+  const int reps = args.reps > 0 ? args.reps : 10;
+  const int threads = args.threads;
   for (long long n : sizes)
     OCTET_CHECK(n >= 16 && n % 16 == 0, "bench gemm",
                 "sizes must be multiples of 16 (FP8 needs K % 16 == 0), got ", n);
@@ -209,20 +207,9 @@ int run(const cli::Args& args) {
     openblas_set_num_threads(threads);
 #endif
   }
-  const std::string engine_flag = args.get("impl", "auto");
-  if (engine_flag != "auto") {
-    OCTET_CHECK(engine_flag == "onednn" || engine_flag == "reference", "bench gemm",
-                "--impl takes auto, onednn or reference, got '", engine_flag, "'");
-    kernels::cpu::set_gemm_impl(engine_flag == "onednn" ? kernels::cpu::GemmImpl::onednn
-                                                        : kernels::cpu::GemmImpl::reference);
-  }
-  const char* engine =
-      device.is_cpu() ? kernels::cpu::gemm_impl_name(kernels::cpu::gemm_impl()) : "cuda";
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), "bench gemm", "cannot write --json file '", args.get("json", ""), "'");
-  }
+  if (args.impl != "auto") kernels::set_cpu_gemm_engine(args.impl);
+  const char* engine = device.is_cpu() ? kernels::cpu_gemm_engine() : "cuda";
+  JsonLines json(args.json, "bench gemm");
 
   std::printf(
       "octet bench gemm: %s, %d threads, engine %s, median of >= %d calls after a 0.25 s warm-up\n",
@@ -250,24 +237,28 @@ int run(const cli::Args& args) {
                 cell(n, bf16).c_str(), cell(n, fp8).c_str(), cell(n, blas).c_str(), speedup,
                 fp8_ratio);
     std::fflush(stdout);
-    for (const Row& r : rows) {
-      if (!json.is_open()) break;
-      json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
-           << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"" << r.dtype << "\",\"out\":\""
-           << r.out << "\",\"impl\":\"" << r.impl
-           << "\",\"mode\":\"none\",\"threads\":" << omp_get_max_threads()
-           << ",\"seconds\":" << r.seconds
-           << ",\"quantize_seconds\":0,\"gflops\":" << gflops(n, r.seconds) << "}\n";
-    }
+    const auto record = [&](const char* dtype, const char* out, const char* impl, const char* mode,
+                            double seconds, double quantize_seconds) {
+      Json j = {{"bench", "gemm"},
+                {"device", device_name(device)},
+                {"m", n},
+                {"n", n},
+                {"k", n},
+                {"dtype", dtype},
+                {"out", out},
+                {"impl", impl},
+                {"mode", mode},
+                {"threads", omp_get_max_threads()},
+                {"seconds", seconds},
+                {"quantize_seconds", quantize_seconds},
+                {"gflops", gflops(n, seconds)}};
+      return j;
+    };
+    for (const Row& r : rows) json.write(record(r.dtype, r.out, r.impl, "none", r.seconds, 0.0));
     for (const ModeRow& r : mode_rows.back().second) {
-      if (!json.is_open()) break;
-      json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"m\":" << n
-           << ",\"n\":" << n << ",\"k\":" << n << ",\"dtype\":\"e4m3\",\"out\":\"bf16\",\"impl\":\""
-           << engine << "\",\"mode\":\"" << r.mode << "\",\"threads\":" << omp_get_max_threads()
-           << ",\"seconds\":" << r.gemm_seconds << ",\"quantize_seconds\":" << r.quantize_seconds
-           << ",\"gflops\":" << gflops(n, r.gemm_seconds)
-           << ",\"gflops_with_quantize\":" << gflops(n, r.gemm_seconds + r.quantize_seconds)
-           << "}\n";
+      Json j = record("e4m3", "bf16", engine, r.mode, r.gemm_seconds, r.quantize_seconds);
+      j["gflops_with_quantize"] = gflops(n, r.gemm_seconds + r.quantize_seconds);
+      json.write(j);
     }
   }
   std::printf(
@@ -303,11 +294,14 @@ int run(const cli::Args& args) {
     for (const auto& r : bench_convert(threads > 0 ? threads : omp_get_max_threads())) {
       std::printf("%-6s -> %-6s | %12lld | %7d | %10.6f | %8.2f\n", r.from.c_str(), r.to.c_str(),
                   static_cast<long long>(r.elements), r.threads, r.seconds, r.gb_per_s);
-      if (json.is_open())
-        json << "{\"bench\":\"convert\",\"device\":\"cpu\",\"from\":\"" << r.from.c_str()
-             << "\",\"to\":\"" << r.to.c_str() << "\",\"elements\":" << r.elements
-             << ",\"threads\":" << r.threads << ",\"seconds\":" << r.seconds
-             << ",\"gb_per_s\":" << r.gb_per_s << "}\n";
+      json.write({{"bench", "convert"},
+                  {"device", "cpu"},
+                  {"from", r.from},
+                  {"to", r.to},
+                  {"elements", r.elements},
+                  {"threads", r.threads},
+                  {"seconds", r.seconds},
+                  {"gb_per_s", r.gb_per_s}});
     }
   }
   return 0;
@@ -315,15 +309,43 @@ int run(const cli::Args& args) {
 
 }  // namespace
 
-int bench_gemm_main(const std::vector<std::string>& args) {
-  const cli::Args parsed(
-      "bench gemm", args,
-      {"device", "sizes", "json", "threads", "reps", "impl", "max-size", "suite"});
-  if (device_from_name(parsed.get("device", "cpu")).is_cuda()) return bench_gemm_cuda(parsed);
-  OCTET_CHECK(
-      !parsed.has("max-size") && !parsed.has("suite"), "bench gemm",
-      "--max-size and --suite apply to --device cuda; on the CPU choose sizes with --sizes");
-  return run(parsed);
+void add_bench_gemm(cli::Commands& commands, CLI::App& bench) {
+  auto o = std::make_shared<BenchGemmOptions>();
+  CLI::App* g =
+      commands.add(bench, "gemm", "time the GEMMs and FP8 conversions of one device", [o] {
+        if (device_from_name(o->device).is_cuda()) {
+          return bench_gemm_cuda(*o);
+        }
+        OCTET_CHECK(!o->max_size_given && !o->suite_given, "bench gemm",
+                    "--max-size and --suite apply to --device cuda; on "
+                    "the CPU choose sizes with --sizes");
+        return run(*o);
+      });
+  g->add_option("--device", o->device, "cpu, cuda or cuda:N")
+      ->check(cli::parses_with(device_from_name, "DEVICE"));
+  g->add_option("--sizes", o->sizes,
+                "square sizes, multiples of 16 (default cpu: 256..4096, cuda: 1024..16384)")
+      ->delimiter(',')
+      ->check(cli::at_least(1));
+  g->add_option("--json", o->json, "also write one JSON record per row to this file");
+  g->add_option("--threads", o->threads, "cpu: threads (0: all cores)")->check(cli::at_least(0));
+  g->add_option("--reps", o->reps, "timed calls (cpu) or batches (cuda) per cell (0: 10 / 5)")
+      ->check(cli::at_least(0));
+  g->add_option("--impl", o->impl, "cpu: the GEMM engine")
+      ->check(CLI::IsMember({"auto", "onednn", "reference"}));
+  CLI::Option* max_size =
+      g->add_option("--max-size", o->max_size, "cuda: leave out square sizes above N")
+          ->check(cli::at_least(1));
+  CLI::Option* suite =
+      g->add_option("--suite", o->suites,
+                    "cuda: squares, LLaMA-2 7B/13B linear layers (fprop, dgrad, wgrad at 4k and "
+                    "16k tokens), Transformer Engine's H200 layer")
+          ->delimiter(',')
+          ->check(CLI::IsMember({"square", "llama", "te"}));
+  g->parse_complete_callback([o, max_size, suite] {
+    o->max_size_given = max_size->count() > 0;
+    o->suite_given = suite->count() > 0;
+  });
 }
 
 }  // namespace octet::bench

@@ -1,12 +1,12 @@
-// bench/bench_attention.cpp: `octet bench attention`: times the causal GQA attention
+// cli/bench/bench_attention.cpp: `octet bench attention`: times the causal GQA attention
 // forward pass, backward pass and both on one device, in TFLOP/s of the causal FLOPs
 // (forward 4 B S^2 Hq hd / 2: two S x S x hd products over half of the score matrix;
 // backward 2.5x that: five products), on LLaMA-like shapes. bench/torch_attention.py
 // times torch's scaled_dot_product_attention on the same shapes and reads our --json.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -14,7 +14,6 @@
 
 #include "bench.h"
 #include "bench_util.h"
-#include "cli/args.h"
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
@@ -130,30 +129,29 @@ Timing time_shape(Device device, DType dtype, const Shape5& s, int reps) {
   return t;
 }
 
-int run(const cli::Args& args) {
-  const Device device = device_from_name(args.get("device", "cuda"));
-  const std::string dtype_flag = args.get("dtype", "bf16");
-  OCTET_CHECK(dtype_flag == "bf16" || dtype_flag == "f32", "bench attention",
-              "--dtype takes bf16 or f32, got '", dtype_flag, "'");
-  const DType dtype = dtype_flag == "bf16" ? DType::bf16 : DType::f32;
-  const int reps = static_cast<int>(args.get_int("reps", 10));
-  OCTET_CHECK(reps >= 1, "bench attention", "--reps must be at least 1, got ", reps);
+struct Options {
+  std::string device = "cuda";
+  std::string dtype = "bf16";
+  std::vector<Shape5> shapes;  // empty: kDefaultShapes
+  int reps = 10;
+  std::string json;
+};
+
+int run(const Options& args) {
+  const Device device = device_from_name(args.device);
+  const DType dtype = args.dtype == "bf16" ? DType::bf16 : DType::f32;
+  const int reps = args.reps;
   const std::vector<Shape5> shapes =
-      args.has("shapes")
-          ? parse_shapes(args.get("shapes", ""))
+      !args.shapes.empty()
+          ? args.shapes
           : std::vector<Shape5>(std::begin(kDefaultShapes), std::end(kDefaultShapes));
-  if (device.is_cpu() && !args.has("shapes")) {
+  if (device.is_cpu() && args.shapes.empty()) {
     std::fprintf(stderr,
                  "octet bench attention: the default shapes take minutes per call on a CPU; "
                  "pass --shapes (e.g. 1x512x8x2x64)\n");
     return 1;
   }
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), "bench attention", "cannot write --json file '", args.get("json", ""),
-                "'");
-  }
+  JsonLines json(args.json, "bench attention");
   std::printf(
       "octet bench attention: %s, %s, causal, median of >= %d calls after a 0.25 s warm-up\n",
       device_name(device).c_str(), dtype_name(dtype), reps);
@@ -172,25 +170,42 @@ int run(const cli::Args& args) {
     std::printf("%-38s | %-20s | %-20s | %-20s\n", s.str().c_str(), cell(f, t.forward).c_str(),
                 cell(b, t.backward).c_str(), cell(f + b, t.both).c_str());
     std::fflush(stdout);
-    if (json.is_open()) {
-      json << "{\"bench\":\"attention\",\"device\":\"" << device_name(device) << "\",\"dtype\":\""
-           << dtype_name(dtype) << "\",\"batch\":" << s.batch << ",\"seq_len\":" << s.seq_len
-           << ",\"n_heads\":" << s.n_heads << ",\"n_kv_heads\":" << s.n_kv_heads
-           << ",\"head_dim\":" << s.head_dim << ",\"fwd_seconds\":" << t.forward
-           << ",\"bwd_seconds\":" << t.backward << ",\"fwd_bwd_seconds\":" << t.both
-           << ",\"fwd_tflops\":" << f / t.forward * 1e-12
-           << ",\"bwd_tflops\":" << b / t.backward * 1e-12
-           << ",\"fwd_bwd_tflops\":" << (f + b) / t.both * 1e-12 << "}\n";
-    }
+    json.write({{"bench", "attention"},
+                {"device", device_name(device)},
+                {"dtype", dtype_name(dtype)},
+                {"batch", s.batch},
+                {"seq_len", s.seq_len},
+                {"n_heads", s.n_heads},
+                {"n_kv_heads", s.n_kv_heads},
+                {"head_dim", s.head_dim},
+                {"fwd_seconds", t.forward},
+                {"bwd_seconds", t.backward},
+                {"fwd_bwd_seconds", t.both},
+                {"fwd_tflops", f / t.forward * 1e-12},
+                {"bwd_tflops", b / t.backward * 1e-12},
+                {"fwd_bwd_tflops", (f + b) / t.both * 1e-12}});
   }
   return 0;
 }
 
 }  // namespace
 
-int bench_attention_main(const std::vector<std::string>& args) {
-  const cli::Args parsed("bench attention", args, {"device", "dtype", "shapes", "reps", "json"});
-  return run(parsed);
+void add_bench_attention(cli::Commands& commands, CLI::App& bench) {
+  auto o = std::make_shared<Options>();
+  CLI::App* a =
+      commands.add(bench, "attention",
+                   "time causal GQA attention forward, backward and both (TFLOP/s); "
+                   "bench/torch_attention.py --ours FILE compares torch with the --json records",
+                   [o] { return run(*o); });
+  a->add_option("--device", o->device, "cuda, cuda:N or cpu")
+      ->check(cli::parses_with(device_from_name, "DEVICE"));
+  a->add_option("--dtype", o->dtype, "the dtype of q, k, v and the output")
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  cli::add_parsed(*a, "--shapes", o->shapes, parse_shapes,
+                  "BxSxHqxHkvxhd,... (default 16k tokens: B=8 S=2048 and B=2 S=8192, Hq=32, "
+                  "Hkv=8 and 32, hd=128 and 64)");
+  a->add_option("--reps", o->reps, "timed calls per cell, at least")->check(cli::at_least(1));
+  a->add_option("--json", o->json, "also write one JSON record per shape to this file");
 }
 
 }  // namespace octet::bench

@@ -1,4 +1,4 @@
-// bench/bench_gemm_cuda.cpp: `octet bench gemm --device cuda`: bf16 against FP8 GEMM
+// cli/bench/bench_gemm_cuda.cpp: `octet bench gemm --device cuda`: bf16 against FP8 GEMM
 // throughput on square sizes, on the linear layers of LLaMA-2 7B and 13B (forward, dgrad
 // and wgrad shapes at 4k and 16k tokens) and on Transformer Engine's H200 reference layer;
 // FP8 on operands quantized beforehand and with the quantization of both operands
@@ -6,11 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -193,7 +191,7 @@ Timings time_shape(Device device, const GemmShape& s, const Pools& pools, Buffer
   const Tensor a_src = pools.a.view(DType::bf16, {s.m, s.k});
   const Tensor b_src = pools.b.view(DType::bf16, {s.n, s.k});
   for (const char* mode : {"tensor-current", "tensor-delayed"}) {
-    const fp8::Recipe recipe = fp8::recipe_from_name(mode);
+    const fp8::Recipe recipe = fp8::Recipe::parse(mode);
     const bool delayed = recipe.mode == fp8::ScalingMode::tensor_delayed;
     fp8::QuantizedTensor qa(device, s.m, s.k, recipe, role_a(s.kind), false);
     fp8::QuantizedTensor qb(device, s.n, s.k, recipe, role_b(s.kind), false);
@@ -250,7 +248,7 @@ LayerTimings time_te_layer(Device device, const Pools& pools, Buffer& workspace,
   };
   const Linear linears[] = {{kTeHidden, kTeFfn}, {kTeFfn, kTeHidden}};
   const int64_t t = kTeTokens;
-  const fp8::Recipe recipe = fp8::recipe_from_name("tensor-current");
+  const fp8::Recipe recipe = fp8::Recipe::parse("tensor-current");
   LayerTimings lt;
   std::vector<std::function<void()>> bf16_steps, fp8_steps;
   std::vector<std::unique_ptr<fp8::QuantizedTensor>> keep;
@@ -327,49 +325,50 @@ LayerTimings time_te_layer(Device device, const Pools& pools, Buffer& workspace,
   return lt;
 }
 
-std::string json_record(Device device, const GemmShape& s, const char* dtype, DType a, DType b,
-                        DType out, const char* mode, bool fast_accum, double seconds,
-                        double quantize_seconds, double bf16_seconds) {
+Json json_record(Device device, const GemmShape& s, const char* dtype, DType a, DType b, DType out,
+                 const char* mode, bool fast_accum, double seconds, double quantize_seconds,
+                 double bf16_seconds) {
   const double flops = 2.0 * s.m * s.n * s.k;
-  std::ostringstream os;
-  os << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device) << "\",\"impl\":\"cublaslt\""
-     << ",\"suite\":\"" << s.suite << "\",\"shape\":\"" << s.name << "\",\"gemm\":\""
-     << kind_name(s.kind) << "\",\"m\":" << s.m << ",\"n\":" << s.n << ",\"k\":" << s.k
-     << ",\"dtype\":\"" << dtype << "\",\"a\":\"" << dtype_name(a) << "\",\"b\":\"" << dtype_name(b)
-     << "\",\"out\":\"" << dtype_name(out) << "\",\"mode\":\"" << mode
-     << "\",\"fast_accum\":" << (fast_accum ? "true" : "false") << ",\"seconds\":" << seconds
-     << ",\"quantize_seconds\":" << quantize_seconds << ",\"tflops\":" << tflops(flops, seconds)
-     << ",\"gflops\":" << flops / seconds * 1e-9
-     << ",\"speedup_vs_bf16\":" << bf16_seconds / seconds << "}\n";
-  return os.str();
+  return {{"bench", "gemm"},
+          {"device", device_name(device)},
+          {"impl", "cublaslt"},
+          {"suite", s.suite},
+          {"shape", s.name},
+          {"gemm", kind_name(s.kind)},
+          {"m", s.m},
+          {"n", s.n},
+          {"k", s.k},
+          {"dtype", dtype},
+          {"a", dtype_name(a)},
+          {"b", dtype_name(b)},
+          {"out", dtype_name(out)},
+          {"mode", mode},
+          {"fast_accum", fast_accum},
+          {"seconds", seconds},
+          {"quantize_seconds", quantize_seconds},
+          {"tflops", tflops(flops, seconds)},
+          {"gflops", flops / seconds * 1e-9},
+          {"speedup_vs_bf16", bf16_seconds / seconds}};
 }
 
 }  // namespace
 
-int bench_gemm_cuda(const cli::Args& args) {
-  const Device device = device_from_name(args.get("device", "cuda"));
+int bench_gemm_cuda(const BenchGemmOptions& args) {
+  const Device device = device_from_name(args.device);
   OCTET_CHECK(cuda_compiled(), kOp,
               "this octet was built without CUDA; reconfigure where nvcc is found");
   OCTET_CHECK(device.index < cuda_device_count(), kOp, device_name(device),
               " is not available: this machine has ", cuda_device_count(), " usable GPU(s)");
-  const long long max_size = args.get_int("max-size", 16384);
   std::vector<long long> sizes;
-  for (long long n : args.get_int_list("sizes", {1024, 2048, 4096, 8192, 16384}))
-    if (n <= max_size) sizes.push_back(n);
+  for (long long n :
+       args.sizes.empty() ? std::vector<long long>{1024, 2048, 4096, 8192, 16384} : args.sizes)
+    if (n <= args.max_size) sizes.push_back(n);
   for (long long n : sizes)
     OCTET_CHECK(n >= 16 && n % 16 == 0, kOp,
                 "sizes must be multiples of 16 (FP8 needs K % 16 == 0), got ", n);
-  const int reps = static_cast<int>(args.get_int("reps", 5));
-  OCTET_CHECK(reps >= 1, kOp, "--reps must be at least 1, got ", reps);
-  const std::vector<std::string> suites = cli::split_commas(args.get("suite", "square,llama,te"));
-  for (const std::string& s : suites)
-    OCTET_CHECK(s == "square" || s == "llama" || s == "te", kOp,
-                "--suite takes square, llama and te (comma-separated), got '", s, "'");
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), kOp, "cannot write --json file '", args.get("json", ""), "'");
-  }
+  const int reps = args.reps > 0 ? args.reps : 5;
+  const std::vector<std::string>& suites = args.suites;
+  JsonLines json(args.json, kOp);
   const std::vector<GemmShape> shapes = make_shapes(suites, sizes);
   const bool te = std::find(suites.begin(), suites.end(), "te") != suites.end();
 
@@ -430,13 +429,14 @@ int bench_gemm_cuda(const cli::Args& args) {
       const bool wgrad = s.kind == Kind::wgrad,
                  fast = s.kind == Kind::square || s.kind == Kind::fprop;
       const DType out = wgrad ? DType::f32 : DType::bf16;
-      json << json_record(device, s, "bf16", DType::bf16, DType::bf16, out, "none", false, t.bf16,
-                          0, t.bf16)
-           << json_record(device, s, "fp8", t.a8, t.b8, out, "prequantized", fast, t.fp8, 0, t.bf16)
-           << json_record(device, s, "fp8", t.a8, t.b8, out, "tensor-current", fast, t.current,
-                          t.current_quantize, t.bf16)
-           << json_record(device, s, "fp8", t.a8, t.b8, out, "tensor-delayed", fast, t.delayed,
-                          t.delayed_quantize, t.bf16);
+      json.write(json_record(device, s, "bf16", DType::bf16, DType::bf16, out, "none", false,
+                             t.bf16, 0, t.bf16));
+      json.write(
+          json_record(device, s, "fp8", t.a8, t.b8, out, "prequantized", fast, t.fp8, 0, t.bf16));
+      json.write(json_record(device, s, "fp8", t.a8, t.b8, out, "tensor-current", fast, t.current,
+                             t.current_quantize, t.bf16));
+      json.write(json_record(device, s, "fp8", t.a8, t.b8, out, "tensor-delayed", fast, t.delayed,
+                             t.delayed_quantize, t.bf16));
     }
   }
   if (te) {
@@ -452,16 +452,22 @@ int bench_gemm_cuda(const cli::Args& args) {
           static_cast<long long>(kTeHidden), static_cast<long long>(kTeFfn),
           static_cast<long long>(kTeTokens), lt.bf16 * 1e3, tflops(lt.flops, lt.bf16), lt.fp8 * 1e3,
           tflops(lt.flops, lt.fp8), lt.bf16 / lt.fp8);
-      if (json.is_open()) {
-        json << "{\"bench\":\"gemm\",\"device\":\"" << device_name(device)
-             << "\",\"impl\":\"cublaslt\",\"suite\":\"te-h200\",\"shape\":\"layer fc1+fc2 fwd+bwd\""
-             << ",\"gemm\":\"layer\",\"tokens\":" << kTeTokens << ",\"hidden\":" << kTeHidden
-             << ",\"ffn\":" << kTeFfn << ",\"flops\":" << lt.flops
-             << ",\"bf16_seconds\":" << lt.bf16 << ",\"fp8_seconds\":" << lt.fp8
-             << ",\"bf16_tflops\":" << tflops(lt.flops, lt.bf16)
-             << ",\"fp8_tflops\":" << tflops(lt.flops, lt.fp8)
-             << ",\"speedup_vs_bf16\":" << lt.bf16 / lt.fp8 << ",\"mode\":\"tensor-current\"}\n";
-      }
+      json.write({{"bench", "gemm"},
+                  {"device", device_name(device)},
+                  {"impl", "cublaslt"},
+                  {"suite", "te-h200"},
+                  {"shape", "layer fc1+fc2 fwd+bwd"},
+                  {"gemm", "layer"},
+                  {"tokens", kTeTokens},
+                  {"hidden", kTeHidden},
+                  {"ffn", kTeFfn},
+                  {"flops", lt.flops},
+                  {"bf16_seconds", lt.bf16},
+                  {"fp8_seconds", lt.fp8},
+                  {"bf16_tflops", tflops(lt.flops, lt.bf16)},
+                  {"fp8_tflops", tflops(lt.flops, lt.fp8)},
+                  {"speedup_vs_bf16", lt.bf16 / lt.fp8},
+                  {"mode", "tensor-current"}});
     } catch (const Error& e) {
       std::printf("\nTransformer Engine reference layer: error: %s\n", e.what());
       ++failures;

@@ -1,4 +1,4 @@
-// bench/bench_quantize.cpp: `octet bench quantize`: the bytes per second of each FP8
+// cli/bench/bench_quantize.cpp: `octet bench quantize`: the bytes per second of each FP8
 // quantize variant (every scale grid, with and without the transposed copy) on one
 // device, next to what a plain copy of the input achieves there.
 #include <omp.h>
@@ -7,15 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "bench_util.h"
-#include "cli/args.h"
 #include "core/buffer.h"
 #include "core/convert.h"
 #include "core/error.h"
@@ -138,25 +137,27 @@ void copy_on(Device device, void* dst, const void* src, size_t bytes) {
   }
 }
 
-int run(const cli::Args& args) {
-  const Device device = device_from_name(args.get("device", "cpu"));
-  const std::string default_shapes = device.is_cuda() ? "4096x4096,8192x8192,15872x4096,16384x16384"
-                                                      : "1024x1024,2048x2048,3968x1024";
-  const std::vector<Shape2> shapes = parse_shapes(args.get("shapes", default_shapes));
-  const int reps = static_cast<int>(args.get_int("reps", 10));
-  OCTET_CHECK(reps >= 1, kOp, "--reps must be at least 1, got ", reps);
-  const std::string in_name = args.get("input", "bf16");
-  OCTET_CHECK(in_name == "bf16" || in_name == "f32", kOp, "--input takes bf16 or f32, got '",
-              in_name, "'");
-  const DType in = in_name == "bf16" ? DType::bf16 : DType::f32;
-  const DType fp8 = dtype_from_name(args.get("fp8", "e4m3"));
-  OCTET_CHECK(is_fp8(fp8), kOp, "--fp8 takes e4m3 or e5m2");
-  const bool counts = args.has("counts");
-  std::ofstream json;
-  if (args.has("json")) {
-    json.open(args.get("json", ""));
-    OCTET_CHECK(json.good(), kOp, "cannot write --json file '", args.get("json", ""), "'");
-  }
+struct Options {
+  std::string device = "cpu";
+  std::vector<Shape2> shapes;  // empty: the device's default list
+  int reps = 10;
+  std::string input = "bf16";
+  std::string fp8 = "e4m3";
+  bool counts = false;
+  std::string json;
+};
+
+int run(const Options& args) {
+  const Device device = device_from_name(args.device);
+  const std::vector<Shape2> shapes =
+      !args.shapes.empty() ? args.shapes
+      : device.is_cuda()   ? parse_shapes("4096x4096,8192x8192,15872x4096,16384x16384")
+                           : parse_shapes("1024x1024,2048x2048,3968x1024");
+  const int reps = args.reps;
+  const DType in = args.input == "bf16" ? DType::bf16 : DType::f32;
+  const DType fp8 = dtype_from_name(args.fp8);
+  const bool counts = args.counts;
+  JsonLines json(args.json, kOp);
 
   std::printf("octet bench quantize: %s, %s -> %s, amax output%s, median of %d batches\n",
               device_name(device).c_str(), dtype_name(in), dtype_name(fp8),
@@ -247,16 +248,21 @@ int run(const cli::Args& args) {
                     v.name, transposed ? "yes" : "no", bytes * 1e-6, seconds * 1e6, gbs,
                     gbs / copy_gbs, x_reads);
         std::fflush(stdout);
-        if (json.is_open()) {
-          json << "{\"bench\":\"quantize\",\"device\":\"" << device_name(device)
-               << "\",\"rows\":" << rows << ",\"cols\":" << cols << ",\"input\":\""
-               << dtype_name(in) << "\",\"fp8\":\"" << dtype_name(fp8) << "\",\"variant\":\""
-               << v.name << "\",\"transposed\":" << (transposed ? "true" : "false")
-               << ",\"counts\":" << (counts ? "true" : "false") << ",\"bytes\":" << bytes
-               << ",\"seconds\":" << seconds << ",\"gb_per_s\":" << gbs
-               << ",\"copy_gb_per_s\":" << copy_gbs << ",\"fraction_of_copy\":" << gbs / copy_gbs
-               << ",\"x_reads\":" << x_reads << "}\n";
-        }
+        json.write({{"bench", "quantize"},
+                    {"device", device_name(device)},
+                    {"rows", rows},
+                    {"cols", cols},
+                    {"input", dtype_name(in)},
+                    {"fp8", dtype_name(fp8)},
+                    {"variant", v.name},
+                    {"transposed", transposed},
+                    {"counts", counts},
+                    {"bytes", bytes},
+                    {"seconds", seconds},
+                    {"gb_per_s", gbs},
+                    {"copy_gb_per_s", copy_gbs},
+                    {"fraction_of_copy", gbs / copy_gbs},
+                    {"x_reads", x_reads}});
       }
     }
   }
@@ -269,10 +275,22 @@ int run(const cli::Args& args) {
 
 }  // namespace
 
-int bench_quantize_main(const std::vector<std::string>& args) {
-  const cli::Args parsed(kOp, args, {"device", "shapes", "reps", "input", "fp8", "json"},
-                         {"counts"});
-  return run(parsed);
+void add_bench_quantize(cli::Commands& commands, CLI::App& bench) {
+  auto o = std::make_shared<Options>();
+  CLI::App* q =
+      commands.add(bench, "quantize",
+                   "bytes per second of every FP8 quantize variant against a copy of the input",
+                   [o] { return run(*o); });
+  q->add_option("--device", o->device, "cpu, cuda or cuda:N")
+      ->check(cli::parses_with(device_from_name, "DEVICE"));
+  cli::add_parsed(*q, "--shapes", o->shapes, parse_shapes,
+                  "ROWSxCOLS,... (default cuda: 4096x4096..16384x16384, cpu: smaller)");
+  q->add_option("--reps", o->reps, "timed batches per variant")->check(cli::at_least(1));
+  q->add_option("--input", o->input, "the dtype quantized from")
+      ->check(CLI::IsMember({"bf16", "f32"}));
+  q->add_option("--fp8", o->fp8, "the FP8 format")->check(CLI::IsMember({"e4m3", "e5m2"}));
+  q->add_flag("--counts", o->counts, "also count saturated and flushed values");
+  q->add_option("--json", o->json, "also write one JSON record per variant to this file");
 }
 
 }  // namespace octet::bench

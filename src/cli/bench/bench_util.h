@@ -1,14 +1,18 @@
-// bench/bench_util.h: what the `octet bench` subcommands share: wall-clock timing and the
-// median of repeated, synchronised calls.
-// defines: seconds_since, median_call_seconds
+// cli/bench/bench_util.h: what the `octet bench` subcommands share: wall-clock timing, the
+// median of repeated, synchronised calls, and their --json files.
+// defines: seconds_since, median_call_seconds, JsonLines
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
+#include "io/json.h"
 
 namespace octet::bench {
 
@@ -41,5 +45,23 @@ inline double median_call_seconds(const std::function<void()>& fn, int reps, int
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
+
+// A --json file: one compact JSON record per line. Closed (nothing written) when no path
+// was given.
+class JsonLines {
+ public:
+  JsonLines(const std::string& path, const char* op) {
+    if (path.empty()) return;
+    out_.open(path);
+    OCTET_CHECK(out_.good(), op, "cannot write --json file '", path, "'");
+  }
+  bool is_open() const { return out_.is_open(); }
+  void write(const Json& record) {
+    if (out_.is_open()) out_ << json_dump(record) << '\n';
+  }
+
+ private:
+  std::ofstream out_;
+};
 
 }  // namespace octet::bench

@@ -1,0 +1,143 @@
+// cli/command.cpp
+#include "cli/command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "core/strings.h"
+
+namespace octet::cli {
+namespace {
+
+// "octet bench gemm" for the bench gemm subcommand.
+std::string path_of(const CLI::App* app) {
+  std::string path;
+  for (; app != nullptr; app = app->get_parent()) {
+    path = path.empty() ? app->get_name() : app->get_name() + " " + path;
+  }
+  return path;
+}
+
+// The command the parse reached: the deepest subcommand that was given.
+const CLI::App* chosen(const CLI::App& app) {
+  const CLI::App* a = &app;
+  for (auto subs = a->get_subcommands(); !subs.empty(); subs = a->get_subcommands()) {
+    a = subs.front();
+  }
+  return a;
+}
+
+int usage_error(const CLI::App* app, const std::string& message) {
+  const std::string path = path_of(app);
+  std::fprintf(stderr, "%s: error: %s\nrun '%s --help' for its usage\n", path.c_str(),
+               message.c_str(), path.c_str());
+  return 2;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App* app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  return all;
+}
+
+// An argument no flag or command of `app` took: the error names the nearest one.
+std::string leftover_message(const CLI::App* app, const std::string& arg) {
+  if (arg.starts_with("-")) {
+    std::vector<std::string> flags;
+    const std::string typed = arg.substr(0, arg.find('='));
+    for (const CLI::Option* opt : app->get_options()) {
+      for (const std::string& name : opt->get_lnames()) flags.push_back("--" + name);
+      for (const std::string& name : opt->get_snames()) flags.push_back("-" + name);
+    }
+    const std::string near = closest_name(typed, flags);
+    return "unknown flag '" + typed + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?");
+  }
+  const std::vector<std::string> commands = subcommand_names(app);
+  if (commands.empty()) return "unexpected argument '" + arg + "'";
+  const std::string near = closest_name(arg, commands);
+  return "unknown command '" + arg + "'" + (near.empty() ? "" : "; did you mean '" + near + "'?") +
+         " (commands: " + joined(commands) + ")";
+}
+
+}  // namespace
+
+CLI::Validator at_least(double min) {
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%g", min);
+  const std::string text = std::string(">= ") + bound;
+  return CLI::Validator(
+      [min, text](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(value.c_str(), &end);
+        if (value.empty() || end == nullptr || *end != '\0' || std::isnan(x)) {
+          return "expected a number " + text + ", got '" + value + "'";
+        }
+        if (x < min) return "must be " + text + ", got " + value;
+        return {};
+      },
+      text, "AT_LEAST");
+}
+
+CLI::App* Commands::add(CLI::App& parent, const std::string& name, const std::string& description,
+                        std::function<int()> run) {
+  CLI::App* app = parent.add_subcommand(name, description);
+  // Unknown arguments are kept, so that run_command_line names their nearest match.
+  app->allow_extras();
+  if (run) runs_.emplace(app, std::move(run));
+  return app;
+}
+
+const std::function<int()>* Commands::find(const CLI::App* app) const {
+  const auto it = runs_.find(app);
+  return it == runs_.end() ? nullptr : &it->second;
+}
+
+int run_command_line(CLI::App& app, const Commands& commands, std::vector<std::string> args) {
+  if (args.empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 1;
+  }
+  if (args.size() == 1 && args[0] == "help") args[0] = "--help";
+  app.allow_extras();
+  try {
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    app.parse(args);
+  } catch (const CLI::Success& e) {  // --help (the help of the command asked) or --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // An unknown flag explains the rest ("--imput" leaves --input missing): it goes first.
+    const CLI::App* command = chosen(app);
+    const std::vector<std::string> leftover = command->remaining();
+    return usage_error(command, leftover.empty() ? std::string(e.what())
+                                                 : leftover_message(command, leftover.front()));
+  }
+  const CLI::App* command = chosen(app);
+  const std::vector<std::string> leftover = command->remaining();
+  if (!leftover.empty()) return usage_error(command, leftover_message(command, leftover.front()));
+  const std::function<int()>* run = commands.find(command);
+  if (run == nullptr) {  // a group, such as bench, without one of its commands
+    return usage_error(command, "name a command: " + joined(subcommand_names(command)));
+  }
+  try {
+    return (*run)();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "octet: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "octet: internal error: %s\n", e.what());
+    return 3;
+  }
+}
+
+}  // namespace octet::cli

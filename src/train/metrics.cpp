@@ -1,0 +1,57 @@
+// train/metrics.cpp
+#include "train/metrics.h"
+
+#include <utility>
+
+#include "core/error.h"
+#include "io/json.h"
+
+namespace octet::train {
+
+Json metrics_record(const StepRecord& r, const std::vector<LayerFp8Stats>& fp8) {
+  Json j = Json::object();
+  j["step"] = r.step;
+  j["loss"] = json_finite_or_null(r.loss);
+  j["lr"] = json_finite_or_null(r.lr);
+  j["tokens_per_s"] = json_finite_or_null(r.tokens_per_s);
+  j["grad_norm"] = json_finite_or_null(r.grad_norm);
+  if (r.val_loss) {
+    j["val_loss"] = json_finite_or_null(*r.val_loss);
+    if (!fp8.empty()) {
+      Json layers = Json::object();
+      for (const auto& [name, stats] : fp8) layers[name] = stats.json();
+      j["fp8"] = std::move(layers);
+    }
+  }
+  return j;
+}
+
+MetricsFile::MetricsFile(const std::string& path, bool append)
+    : file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+  OCTET_CHECK(file_ != nullptr, "train", path, ": cannot open the metrics file");
+}
+
+MetricsFile::~MetricsFile() {
+  if (file_) std::fclose(file_);
+}
+
+MetricsFile::MetricsFile(MetricsFile&& other) noexcept
+    : file_(std::exchange(other.file_, nullptr)) {}
+
+MetricsFile& MetricsFile::operator=(MetricsFile&& other) noexcept {
+  if (this != &other) {
+    if (file_) std::fclose(file_);
+    file_ = std::exchange(other.file_, nullptr);
+  }
+  return *this;
+}
+
+void MetricsFile::write(const StepRecord& r, const std::vector<LayerFp8Stats>& fp8) {
+  if (!file_) return;
+  const std::string line = json_dump(metrics_record(r, fp8)) + "\n";
+  OCTET_CHECK(
+      std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0,
+      "train", "cannot write the metrics file (disk full?)");
+}
+
+}  // namespace octet::train

@@ -1,0 +1,58 @@
+// train/optimizer.cpp: one AdamW update over the model's contiguous buffers.
+#include "train/optimizer.h"
+
+#include <algorithm>
+
+#include "kernels/optimizer.h"
+
+namespace octet::train {
+namespace {
+
+// Elements [begin, end) of a contiguous f32 tensor.
+Tensor range(const Tensor& t, int64_t begin, int64_t end) {
+  return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(model::Llama& model, const TrainConfig& config)
+    : model_(model), config_(config) {
+  const int64_t p = model.parameter_count();
+  const Device device = model.options().device;
+  m_ = Buffer::for_tensor(device, DType::f32, {p});
+  v_ = Buffer::for_tensor(device, DType::f32, {p});
+  zero_bytes(m_.data(), device, m_.bytes());
+  zero_bytes(v_.data(), device, v_.bytes());
+}
+
+Tensor Optimizer::m() const {
+  return m_.tensor(DType::f32, {model_.parameter_count()});
+}
+Tensor Optimizer::v() const {
+  return v_.tensor(DType::f32, {model_.parameter_count()});
+}
+
+void Optimizer::step(int64_t step, double lr, const Tensor& grad_sum_sq) {
+  // Global gradient norm and clipping, read by AdamW on the device.
+  const Tensor grads = model_.grads(), master = model_.master(), m = this->m(), v = this->v();
+  kernels::sum_of_squares(grads, grad_sum_sq);
+  kernels::AdamWStep s;
+  s.lr = static_cast<float>(lr);
+  s.beta1 = static_cast<float>(config_.beta1);
+  s.beta2 = static_cast<float>(config_.beta2);
+  s.eps = static_cast<float>(config_.eps);
+  s.step = step;
+  s.max_grad_norm = static_cast<float>(std::max(0.0, config_.grad_clip));
+  // Matrices (decayed) and norm weights (not) are two contiguous ranges.
+  const int64_t nd = model_.decayed_count(), p = model_.parameter_count();
+  s.weight_decay = static_cast<float>(config_.weight_decay);
+  kernels::adamw_step(range(master, 0, nd), range(grads, 0, nd), range(m, 0, nd), range(v, 0, nd),
+                      s, grad_sum_sq);
+  s.weight_decay = 0.0f;
+  kernels::adamw_step(range(master, nd, p), range(grads, nd, p), range(m, nd, p), range(v, nd, p),
+                      s, grad_sum_sq);
+  model_.sync_working_weights();
+  model_.update_scaling();
+}
+
+}  // namespace octet::train

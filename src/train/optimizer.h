@@ -1,0 +1,39 @@
+// train/optimizer.h: the update that ends a training step: the gradients' global norm,
+// clipping, AdamW over the model's two parameter ranges (decayed matrices, undecayed
+// norm weights), the working-weight sync and the FP8 scaling update.
+// defines: Optimizer
+#pragma once
+
+#include <cstdint>
+
+#include "core/buffer.h"
+#include "model/llama.h"
+#include "train/config.h"
+
+namespace octet::train {
+
+// AdamW on the model's fp32 master weights, with its moments m and v (f32 [P], zero at
+// the start) in buffers of its own. Nothing is read back: clipping reads the norm on
+// the device.
+class Optimizer {
+ public:
+  // Takes beta1, beta2, eps, weight_decay and grad_clip from `config`.
+  Optimizer(model::Llama& model, const TrainConfig& config);
+
+  // Optimizer step `step` (1 for the first) at learning rate `lr` over the gradients the
+  // model accumulated: writes their sum of squares into grad_sum_sq (f32[1] on the
+  // model's device), clips them to config.grad_clip, updates the master weights, syncs
+  // the working weights and updates the FP8 scaling state.
+  void step(int64_t step, double lr, const Tensor& grad_sum_sq);
+
+  // The moments, f32 [P] (checkpoints write and read them in place).
+  Tensor m() const;
+  Tensor v() const;
+
+ private:
+  model::Llama& model_;
+  TrainConfig config_;
+  Buffer m_, v_;
+};
+
+}  // namespace octet::train

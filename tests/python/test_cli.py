@@ -1,0 +1,171 @@
+"""The `octet` command line: every command and subcommand answers --help (exit 0, its usage),
+an unknown flag or command fails (exit 2) naming its nearest match, and a bad value fails
+(exit 2) naming the flag. Nothing here trains or times anything: every case fails or stops
+before a command runs."""
+import os
+import subprocess
+
+import pytest
+
+BUILD = os.environ.get("OCTET_BUILD_DIR", "build")
+OCTET = os.path.join(BUILD, "octet")
+
+# Every command that runs something, and the groups that hold them.
+COMMANDS = [("train",), ("sample",), ("tokenize",), ("bench", "gemm"), ("bench", "step"),
+            ("bench", "attention"), ("bench", "quantize")]
+GROUPS = [(), ("bench",)]
+
+
+def octet(*args):
+    return subprocess.run([OCTET, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", COMMANDS + GROUPS, ids=lambda c: " ".join(c) or "octet")
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_exits_0_with_the_usage_of_that_command(command, flag):
+    proc = octet(*command, flag)
+    assert proc.returncode == 0, proc.stderr
+    assert f"Usage: {' '.join(('octet',) + command)} [OPTIONS]" in proc.stdout, proc.stdout
+    assert proc.stderr == ""
+
+
+def test_every_command_lists_its_flags_in_its_help():
+    # One flag of each, from the declarations the parser uses.
+    expected = {("train",): "--fp8-recipe", ("sample",): "--checkpoint",
+                ("tokenize",): "--vocab-size", ("bench", "gemm"): "--sizes",
+                ("bench", "step"): "--print-hf-config", ("bench", "attention"): "--shapes",
+                ("bench", "quantize"): "--counts"}
+    for command, flag in expected.items():
+        assert flag in octet(*command, "--help").stdout, command
+    assert "What the numbers mean" in octet("bench", "step", "--help").stdout
+
+
+# A near miss of a real flag of each command, and the flag it must suggest.
+NEAR_MISSES = {("train",): ("--stepz", "--steps"), ("sample",): ("--tokenz", "--tokens"),
+               ("tokenize",): ("--imput", "--input"), ("bench", "gemm"): ("--size", "--sizes"),
+               ("bench", "step"): ("--step", "--steps"),
+               ("bench", "attention"): ("--shape", "--shapes"),
+               ("bench", "quantize"): ("--count", "--counts")}
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_an_unknown_flag_names_its_nearest_match(command):
+    typo, meant = NEAR_MISSES[command]
+    proc = octet(*command, typo, "1")
+    assert proc.returncode == 2, proc.stderr
+    assert f"unknown flag '{typo}'; did you mean '{meant}'?" in proc.stderr, proc.stderr
+    assert f"octet {' '.join(command)} --help" in proc.stderr
+
+
+def test_an_unknown_flag_far_from_any_names_no_match():
+    proc = octet("train", "--completely-different")
+    assert proc.returncode == 2
+    assert "unknown flag '--completely-different'" in proc.stderr
+    assert "did you mean" not in proc.stderr
+
+
+def test_an_unknown_flag_given_with_equals_is_named_without_its_value():
+    proc = octet("train", "--stepz=5")
+    assert proc.returncode == 2
+    assert "unknown flag '--stepz'; did you mean '--steps'?" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args,meant", [(("trian",), "train"), (("bench", "gemn"), "gemm"),
+                                        (("bench", "stpe"), "step")])
+def test_an_unknown_command_names_its_nearest_match(args, meant):
+    proc = octet(*args)
+    assert proc.returncode == 2
+    assert f"unknown command '{args[-1]}'; did you mean '{meant}'?" in proc.stderr, proc.stderr
+
+
+def test_an_unexpected_argument_is_an_error():
+    proc = octet("train", "tiny")
+    assert proc.returncode == 2
+    assert "unexpected argument 'tiny'" in proc.stderr, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cli") / "corpus.txt"
+    path.write_text("one document\n\nanother one\n")
+    return str(path)
+
+
+# Bad values, each with what its message must say besides the flag's name.
+def bad_values(text_file, tmp_dir):
+    return [
+        (("train", "--steps", "abc"), "--steps", "expected a number >= 0, got 'abc'"),
+        (("train", "--steps", "-1"), "--steps", "must be >= 0, got -1"),
+        (("train", "--batch", "0"), "--batch", "must be >= 1, got 0"),
+        (("train", "--lr", "fast"), "--lr", "got 'fast'"),
+        (("train", "--steps", "1.5"), "--steps", "1.5"),
+        (("train", "--precision", "fp16"), "--precision", "fp16"),
+        (("train", "--fp8-recipe", "blok"), "--fp8-recipe", "unknown scaling mode 'blok'"),
+        (("train", "--device", "gpu"), "--device", "unknown device 'gpu'"),
+        (("train", "--min-lr-ratio", "2"), "--min-lr-ratio", "2"),
+        (("sample", "--checkpoint", tmp_dir, "--tokens", "-3"), "--tokens", "got -3"),
+        (("sample", "--checkpoint", tmp_dir, "--prompt", "1,x"), "--prompt", "x"),
+        (("sample", "--checkpoint", os.path.join(tmp_dir, "none")), "--checkpoint", "none"),
+        (("sample",), "--checkpoint", "required"),
+        (("tokenize", "--input", text_file, "--vocab-size", "abc"), "--vocab-size", "got 'abc'"),
+        (("tokenize", "--input", text_file, "--model-type", "wordpiece"), "--model-type",
+         "wordpiece"),
+        (("tokenize", "--input", text_file, "--split", "para"), "--split", "para"),
+        (("tokenize", "--input", os.path.join(tmp_dir, "missing.txt")), "--input", "missing.txt"),
+        (("bench", "gemm", "--reps", "-1"), "--reps", "got -1"),
+        (("bench", "gemm", "--impl", "blas"), "--impl", "blas"),
+        (("bench", "gemm", "--sizes", "256,x"), "--sizes", "x"),
+        (("bench", "step", "--steps", "0"), "--steps", "must be >= 1, got 0"),
+        (("bench", "step", "--recipe", "tensor-current,rowz"), "--recipe", "rowz"),
+        (("bench", "step", "--precision", "bf16,fp4"), "--precision", "fp4"),
+        (("bench", "attention", "--reps", "abc"), "--reps", "got 'abc'"),
+        (("bench", "attention", "--shapes", "8x2048"), "--shapes", "8x2048"),
+        (("bench", "attention", "--dtype", "fp8"), "--dtype", "fp8"),
+        (("bench", "quantize", "--fp8", "e4m4"), "--fp8", "e4m4"),
+        (("bench", "quantize", "--shapes", "4096"), "--shapes", "4096"),
+        (("bench", "quantize", "--input"), "--input", ""),  # no value at all
+    ]
+
+
+def test_a_bad_value_exits_2_naming_the_flag(text_file, tmp_path):
+    failures = []
+    for args, flag, says in bad_values(text_file, str(tmp_path)):
+        proc = octet(*args)
+        if proc.returncode != 2 or flag not in proc.stderr or says not in proc.stderr:
+            failures.append(f"octet {' '.join(args)}: exit {proc.returncode}, "
+                            f"stderr {proc.stderr!r}; expected exit 2 naming {flag} and {says!r}")
+    assert not failures, "\n".join(failures)
+
+
+def test_every_command_has_a_bad_value_case(text_file, tmp_path):
+    covered = {tuple(a for a in args[:2] if not a.startswith("-"))
+               for args, _, _ in bad_values(text_file, str(tmp_path))}
+    assert set(COMMANDS) <= covered, set(COMMANDS) - covered
+
+
+def test_no_command_prints_the_usage_and_exits_1():
+    proc = octet()
+    assert proc.returncode == 1
+    assert "Usage: octet [OPTIONS] [SUBCOMMAND]" in proc.stdout
+    for command in ("train", "sample", "tokenize", "bench"):
+        assert f"\n  {command} " in proc.stdout, command
+
+
+def test_a_group_without_its_command_names_them():
+    proc = octet("bench")
+    assert proc.returncode == 2
+    assert "name a command: gemm, step, attention, quantize" in proc.stderr, proc.stderr
+
+
+def test_version_exits_0():
+    proc = octet("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("octet ")
+
+
+def test_errors_of_a_command_that_ran_keep_their_op_and_exit_2():
+    # Flags that parse, refused by the command itself.
+    proc = octet("bench", "gemm", "--device", "cpu", "--suite", "te")
+    assert proc.returncode == 2
+    assert "[bench gemm] --max-size and --suite apply to --device cuda" in proc.stderr
