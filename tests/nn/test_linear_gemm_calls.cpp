@@ -86,7 +86,7 @@ void run_layer(nn::Precision precision, const char* recipe, int64_t t, int64_t i
   c.out_features = out;
   c.max_tokens = t;
   c.precision = precision;
-  if (recipe != nullptr) c.recipe = fp8::recipe_from_name(recipe);
+  if (recipe != nullptr) c.recipe = fp8::Recipe::parse(recipe);
   c.device = Device::cuda(0);
   testing::LinearHarness h(c, rng);
   const DType dt = nn::activation_dtype(precision);
@@ -181,7 +181,7 @@ TEST(CudaLinearGemmCalls, RowScalingOnACublasLtWithoutOuterVectorsIsEmulatedAndS
   c.out_features = out;
   c.max_tokens = t;
   c.precision = nn::Precision::fp8;
-  c.recipe = fp8::recipe_from_name("row");
+  c.recipe = fp8::Recipe::parse("row");
   c.device = Device::cuda(0);
   testing::LinearHarness h(c, rng);
   const std::vector<float> x = testing::random_normal(t * in, 1.0, DType::bf16, rng);
