@@ -32,6 +32,20 @@ bool Registry::remove(const void* p) {
   return true;
 }
 
+std::vector<void*> Registry::remove_device(int device) {
+  std::lock_guard lock(mutex_);
+  std::vector<void*> freed;
+  for (auto it = map_.begin(); it != map_.end();) {
+    if (!it->second.symbol && it->second.device == device) {
+      freed.push_back(reinterpret_cast<void*>(it->first));
+      it = map_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return freed;
+}
+
 const Allocation* Registry::find(const void* p, size_t bytes, bool end_ok) const {
   const auto a = reinterpret_cast<uintptr_t>(p);
   std::lock_guard lock(mutex_);
@@ -275,7 +289,9 @@ cudaError_t cudaDeviceSynchronize(void) {
   return cudaSuccess;
 }
 
+// As on hardware, the reset destroys the device's context: its allocations are freed.
 cudaError_t cudaDeviceReset(void) {
+  for (void* p : registry().remove_device(current_device())) std::free(p);
   clear_sticky();
   take_last_error();
   return cudaSuccess;

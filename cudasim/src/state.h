@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace cudasim::detail {
 
@@ -25,6 +26,8 @@ class Registry {
  public:
   void add(const void* p, size_t bytes, int device, bool symbol);
   bool remove(const void* p);  // false when p is not the start of a live cudaMalloc
+  // Removes every cudaMalloc of `device` and returns their start addresses (cudaDeviceReset).
+  std::vector<void*> remove_device(int device);
   // The allocation holding [p, p + bytes), or null. `end_ok`: p may be one past the end.
   const Allocation* find(const void* p, size_t bytes, bool end_ok = false) const;
 
