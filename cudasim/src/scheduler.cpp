@@ -5,6 +5,8 @@
 // reported with who waits where. Faults stop the kernel and become the sticky error.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +52,7 @@ struct Thread {
 
 struct Warp {
   unsigned arrived = 0;
+  unsigned exited = 0;  // lanes that have returned (a collective naming one faults)
   unsigned mask = 0;
   size_t size = 0;
   const char* kind = "";
@@ -192,6 +195,7 @@ void thread_main(void* arg) {
 // After `th` exited: nobody may be waiting for it.
 void check_exit(Block& b, Thread& th) {
   ++b.done;
+  b.warps[th.st.linear / 32].exited |= 1u << th.st.lane;
   if (b.arrived > 0) {
     report(b, &th, cudaErrorLaunchFailure,
            std::string("exited while other threads wait at ") + b.barrier_kind + " " +
@@ -218,7 +222,7 @@ void run_block(Block& b, const uint3& block_idx) {
   b.ready.clear();
   b.done = b.arrived = 0;
   b.faulted = false;
-  for (Warp& w : b.warps) w.arrived = 0;
+  for (Warp& w : b.warps) w.arrived = w.exited = 0;
   if (b.smem_bytes > 0) std::memset(b.smem, 0xFF, b.smem_bytes);  // uninitialised: NaNs
   for (unsigned i = 0; i < n; ++i) {
     Thread& th = b.threads[i];
@@ -398,14 +402,16 @@ void warp_collective(unsigned mask, const void* value, void* out, size_t size, c
     throw Abort{};
   };
   if ((mask & me) == 0) fail("the mask does not name the calling lane");
-  for (unsigned l = 0; l < 32; ++l) {
-    if ((mask >> l & 1u) == 0) continue;
-    const size_t i = warp_index * 32 + l;
-    if (i >= b.threads.size())
-      fail("the mask names lane " + std::to_string(l) + ", which the block does not have");
-    if (b.threads[i].wait == Wait::done)
-      fail("the mask names lane " + std::to_string(l) + ", which has exited");
-  }
+  // Lanes past the block's last thread, then lanes that have exited (bit tests, not a loop:
+  // shuffles are the emulator's hottest path).
+  const size_t lanes_here = std::min<size_t>(32, b.threads.size() - warp_index * 32);
+  const unsigned present = lanes_here == 32 ? ~0u : (1u << lanes_here) - 1;
+  if ((mask & ~present) != 0)
+    fail("the mask names lane " + std::to_string(std::countr_zero(mask & ~present)) +
+         ", which the block does not have");
+  if ((mask & w.exited) != 0)
+    fail("the mask names lane " + std::to_string(std::countr_zero(mask & w.exited)) +
+         ", which has exited");
   if (w.arrived == 0) {
     w.mask = mask;
     w.size = size;

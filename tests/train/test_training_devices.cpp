@@ -95,11 +95,25 @@ TEST(CudaLlama, SameWeightsAndBatchGiveTheCpuLossAndGradients) {
   }
 }
 
+// On the emulated device (cudasim: every CUDA thread a fiber, under ASan) a tiny step of
+// 8 x 64 tokens takes tens of seconds; the step tests there run 2 x 32-token batches (still
+// several blocks per kernel) with one validation batch.
+void shrink_for_emulation(TrainConfig& c) {
+#if defined(OCTET_CUDASIM)
+  c.batch = 2;
+  c.seq_len = 32;
+  c.eval_batches = 1;
+#else
+  (void)c;
+#endif
+}
+
 TEST(CudaTraining, Fp32StepsFollowTheCpuStepForStep) {
   OCTET_SKIP_WITHOUT(Device::cuda(0));
   std::vector<double> loss[2];
   for (int d = 0; d < 2; ++d) {
     TrainConfig c = tiny_run("tiny", nn::Precision::fp32, 10);
+    shrink_for_emulation(c);  // on both devices: the CPU run is the reference
     c.device = d == 0 ? "cpu" : "cuda";
     c.log_every = 4;  // the GPU reads back every 4 steps and at the end
     Trainer trainer(c);
@@ -118,6 +132,11 @@ TEST(CudaTraining, Fp32StepsFollowTheCpuStepForStep) {
 
 TEST(CudaTraining, Bf16AndFp8ReachTheEntropyFloorOnTheGpu) {
   OCTET_SKIP_WITHOUT(Device::cuda(0));
+#if defined(OCTET_CUDASIM)
+  // 2 x 300 steps at ~3 s a step on the emulated device: over CI's budget. Reported as
+  // skipped (never as passed); scripts/gpu-check.sh runs it on a real GPU.
+  GTEST_SKIP() << "600 emulated training steps take about 30 minutes; run on a real GPU";
+#endif
   double val[2] = {0, 0}, floor = 0;
   const nn::Precision precisions[2] = {nn::Precision::bf16, nn::Precision::fp8};
   for (int i = 0; i < 2; ++i) {
@@ -144,6 +163,7 @@ TEST_P(TrainingOnDevice, StepsAllocateNoDeviceMemory) {
   OCTET_SKIP_WITHOUT(device);
   for (nn::Precision precision : {nn::Precision::bf16, nn::Precision::fp8}) {
     TrainConfig c = tiny_run("tiny", precision, 6);
+    if (device.is_cuda()) shrink_for_emulation(c);
     c.device = device_name(device);
     c.log_every = 2;
     Trainer trainer(c);
