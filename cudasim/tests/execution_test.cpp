@@ -7,25 +7,13 @@
 #include <numeric>
 #include <vector>
 
+#include "copies.h"
 #include "cudasim/thread.h"
 
 namespace {
 
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  void* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return static_cast<T*>(p);
-}
-
-template <class T>
-std::vector<T> host_copy(const T* d, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
-}
+using cudasim_testing::device_copy;
+using cudasim_testing::host_copy;
 
 __global__ void index_kernel(int* out, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);

@@ -10,25 +10,14 @@
 #include <cstring>
 #include <vector>
 
+#include "copies.h"
 #include "cudasim/ptx.h"
 #include "cudasim/thread.h"
 
 namespace {
 
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  void* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return static_cast<T*>(p);
-}
-template <class T>
-std::vector<T> host_copy(const T* d, size_t n) {
-  std::vector<T> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return h;
-}
+using cudasim_testing::device_copy;
+using cudasim_testing::host_copy;
 
 uint32_t shared_offset(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
