@@ -4,6 +4,7 @@
 // values below are written from the ISA's tables and formulas, not from cudasim's code.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -74,15 +75,20 @@ struct Tile {
   const uint8_t* row(int r, int c0) const {
     return reinterpret_cast<const uint8_t*>(data.data() + r * ld + c0);
   }
+  // The 32 row addresses of an ldmatrix .x4: matrix m = rows (m & 1) * 8.., columns
+  // (m >> 1) * 8.. (the order of an mma A operand); lane l addresses row l % 8 of matrix l / 8.
+  std::array<const uint8_t*, 32> x4_rows() const {
+    std::array<const uint8_t*, 32> rows{};
+    for (int l = 0; l < 32; ++l) rows[l] = row((l & 7) + ((l >> 3) & 1) * 8, (l >> 4) * 8);
+    return rows;
+  }
 };
 
 // Section 9.7.14.5.15: lanes 8m .. 8m + 7 address the rows of matrix m; Figure 104: lane l
 // receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each matrix, low half first.
 TEST(PtxLayout, LdmatrixX4MatchesTheIsaFigure) {
   const Tile t;
-  // Matrix m = rows (m & 1) * 8.., columns (m >> 1) * 8.. (the order of an mma A operand).
-  std::array<const uint8_t*, 32> rows{};
-  for (int l = 0; l < 32; ++l) rows[l] = t.row((l & 7) + ((l >> 3) & 1) * 8, (l >> 4) * 8);
+  const std::array<const uint8_t*, 32> rows = t.x4_rows();
   for (unsigned l = 0; l < 32; ++l) {
     const auto r = ldmatrix_lane(rows, l, false);
     for (int m = 0; m < 4; ++m) {
@@ -101,8 +107,7 @@ TEST(PtxLayout, LdmatrixX4MatchesTheIsaFigure) {
 // and 2 (l % 4) + 1.
 TEST(PtxLayout, LdmatrixX4TransMatchesTheIsaFigure) {
   const Tile t;
-  std::array<const uint8_t*, 32> rows{};
-  for (int l = 0; l < 32; ++l) rows[l] = t.row((l & 7) + ((l >> 3) & 1) * 8, (l >> 4) * 8);
+  const std::array<const uint8_t*, 32> rows = t.x4_rows();
   for (unsigned l = 0; l < 32; ++l) {
     const auto r = ldmatrix_lane(rows, l, true);
     for (int m = 0; m < 4; ++m) {
