@@ -70,7 +70,50 @@ std::string leftover_message(const CLI::App* app, const std::string& arg) {
          " (commands: " + joined(commands) + ")";
 }
 
+// A flag that takes a value, written with another flag (or nothing) after it:
+// `--steps --lr 1e-2` reads as --steps with no number. Empty when there is none.
+std::string missing_value_message(const CLI::App* app, const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!arg.starts_with("--") || arg.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = nullptr;
+    for (const CLI::Option* o : app->get_options()) {
+      if (o->check_lname(arg.substr(2))) opt = o;
+    }
+    if (opt == nullptr || opt->get_type_size() == 0) continue;  // unknown, or a plain flag
+    const std::string type = opt->get_type_name();
+    const std::string what =
+        type.starts_with("INT") || type.starts_with("FLOAT") ? "a number" : "a value";
+    if (i + 1 == args.size()) return arg + " needs " + what + ", and none follows it";
+    const std::string& next = args[i + 1];
+    char* end = nullptr;
+    std::strtod(next.c_str(), &end);
+    const bool is_number = !next.empty() && end != nullptr && *end == '\0';
+    if (next.starts_with("-") && !is_number) {
+      return arg + " needs " + what + ", but '" + next + "' follows it";
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+CLI::Validator above(double bound) {
+  char text[32];
+  std::snprintf(text, sizeof text, "> %g", bound);
+  const std::string rule = text;
+  return CLI::Validator(
+      [bound, rule](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(value.c_str(), &end);
+        if (value.empty() || end == nullptr || *end != '\0' || std::isnan(x)) {
+          return "expected a number " + rule + ", got '" + value + "'";
+        }
+        if (!(x > bound)) return "must be " + rule + ", got " + value;
+        return {};
+      },
+      rule, "ABOVE");
+}
 
 CLI::Validator at_least(double min) {
   char bound[32];
@@ -110,6 +153,7 @@ int run_command_line(CLI::App& app, const Commands& commands, std::vector<std::s
   }
   if (args.size() == 1 && args[0] == "help") args[0] = "--help";
   app.allow_extras();
+  const std::vector<std::string> given = args;
   try {
     std::reverse(args.begin(), args.end());  // CLI11 takes them last first
     app.parse(args);
@@ -118,13 +162,19 @@ int run_command_line(CLI::App& app, const Commands& commands, std::vector<std::s
   } catch (const CLI::ParseError& e) {
     // An unknown flag explains the rest ("--imput" leaves --input missing): it goes first.
     const CLI::App* command = chosen(app);
+    const std::string missing = missing_value_message(command, given);
+    if (!missing.empty()) return usage_error(command, missing);
     const std::vector<std::string> leftover = command->remaining();
     return usage_error(command, leftover.empty() ? std::string(e.what())
                                                  : leftover_message(command, leftover.front()));
   }
   const CLI::App* command = chosen(app);
   const std::vector<std::string> leftover = command->remaining();
-  if (!leftover.empty()) return usage_error(command, leftover_message(command, leftover.front()));
+  if (!leftover.empty()) {
+    const std::string missing = missing_value_message(command, given);
+    return usage_error(command,
+                       missing.empty() ? leftover_message(command, leftover.front()) : missing);
+  }
   const std::function<int()>* run = commands.find(command);
   if (run == nullptr) {  // a group, such as bench, without one of its commands
     return usage_error(command, "name a command: " + joined(subcommand_names(command)));

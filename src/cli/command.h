@@ -1,7 +1,7 @@
 // cli/command.h: the `octet` command line on CLI11: subcommands registered with what they
 // run, flags declared once each (help text, default, check), and one place that turns
 // usage errors into a message naming the flag (and its nearest match) with exit code 2.
-// defines: Commands, add_parsed, parses_with, at_least, run_command_line
+// defines: Commands, add_parsed, parses_with, at_least, above, run_command_line
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -69,11 +69,14 @@ CLI::Validator parses_with(Parse parse, const std::string& name) {
 // A check that the value is a number >= `min`: "--steps: expected a number >= 0, got 'abc'".
 // (Whether it must be an integer is the option's type: CLI11 converts after the checks.)
 CLI::Validator at_least(double min);
+// A check that the value is a number > `bound`: "--lr: must be > 0, got 0".
+CLI::Validator above(double bound);
 
 // Parses `args` (without the program name) for `app` and runs the chosen command. Returns
 // the exit code: the command's, 0 for --help, 1 when no command was given (the usage is
 // printed), 2 for a usage error (an unknown flag or command, with its nearest match; a bad
-// value; a missing one) and for an octet::Error the command throws, 3 for anything else.
+// value; a missing one, also where the next flag took its place: "--steps needs a number, but
+// '--lr' follows it") and for an octet::Error the command throws, 3 for anything else.
 int run_command_line(CLI::App& app, const Commands& commands, std::vector<std::string> args);
 
 }  // namespace octet::cli

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/run_checks.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
@@ -69,7 +70,12 @@ struct SampleFlags {
 
 int sample(const SampleFlags& f) {
   std::string dir = f.checkpoint;
-  if (!std::filesystem::exists(dir + "/model.safetensors")) dir = train::latest_checkpoint(dir);
+  if (!std::filesystem::exists(dir + "/model.safetensors")) {
+    OCTET_CHECK(std::filesystem::exists(dir + "/latest"), "sample", "--checkpoint ", dir,
+                " holds no checkpoint to sample from (neither model.safetensors nor a 'latest' "
+                "file); give a run's --out directory or one of its step_* directories");
+    dir = train::latest_checkpoint(dir);
+  }
   const std::string config_path = dir + "/config.json";
   const model::LlamaConfig config =
       model::llama_config_from_json(read_json_file(config_path), config_path);
@@ -89,18 +95,24 @@ int sample(const SampleFlags& f) {
 
 void add_train_commands(Commands& commands, CLI::App& octet) {
   auto c = std::make_shared<train::TrainConfig>();
-  CLI::App* t = commands.add(octet, "train", "train a LLaMA model", [c] { return train(*c); });
+  auto overwrite = std::make_shared<bool>(false);
+  CLI::App* t = commands.add(octet, "train", "train a LLaMA model", [c, overwrite] {
+    check_device_present("train", c->device);
+    check_out_dir(*c, *overwrite);
+    return train(*c);
+  });
   t->add_option("--device", c->device, "cpu, cuda or cuda:N")
       ->check(parses_with(device_from_name, "DEVICE"));
   t->add_option("--model", c->model, "tiny, small, 1b, 7b or a config.json path");
   add_parsed(*t, "--precision", c->precision, nn::precision_from_name, "fp32, bf16 or fp8")
       ->default_str("bf16");
-  add_parsed(*t, "--fp8-recipe", c->recipe, fp8::Recipe::parse,
-             "FP8 recipe under --precision fp8: MODE[:OPTION...]; modes " +
-                 fp8::scaling_mode_list(", ") +
-                 "; options :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3), :pow2, "
-                 "and for tensor-delayed :history=N, :margin=N, :amax=max|most-recent")
-      ->default_str(c->recipe.str());
+  CLI::Option* recipe =
+      add_parsed(*t, "--fp8-recipe", c->recipe, fp8::Recipe::parse,
+                 "FP8 recipe under --precision fp8: MODE[:OPTION...]; modes " +
+                     fp8::scaling_mode_list(", ") +
+                     "; options :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3), :pow2, "
+                     "and for tensor-delayed :history=N, :margin=N, :amax=max|most-recent")
+          ->default_str(c->recipe.str());
   t->add_option("--data", c->data.source,
                 "synthetic (the built-in Markov corpus) or a directory of token shards");
   t->add_option("--markov-vocab", c->data.markov_vocab,
@@ -114,12 +126,13 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_option("--val-tokens", c->data.val_tokens, "synthetic: validation tokens")
       ->check(at_least(1));
   t->add_option("--batch", c->batch, "sequences per micro-batch")->check(at_least(1));
-  t->add_option("--seq-len", c->seq_len, "tokens per sequence (0: max_position_embeddings)")
-      ->check(at_least(0));
+  t->add_option("--seq-len", c->seq_len, "tokens per sequence")
+      ->check(at_least(1))
+      ->default_str("the model's max_position_embeddings");
   t->add_option("--grad-accum", c->grad_accum, "micro-batches per optimizer step")
       ->check(at_least(1));
-  t->add_option("--steps", c->steps, "optimizer steps")->check(at_least(0));
-  t->add_option("--lr", c->lr, "peak learning rate")->check(at_least(0));
+  t->add_option("--steps", c->steps, "optimizer steps")->check(at_least(1));
+  t->add_option("--lr", c->lr, "peak learning rate")->check(above(0));
   t->add_option("--min-lr-ratio", c->min_lr_ratio, "the cosine ends at lr x this")
       ->check(CLI::Range(0.0, 1.0));
   t->add_option("--warmup", c->warmup, "linear warm-up steps")->check(at_least(0));
@@ -143,8 +156,16 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
   t->add_option("--metrics", c->metrics, "JSON-lines file of per-step metrics");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
+  t->add_flag("--overwrite", *overwrite,
+              "delete the checkpoints already in --out and start a new run there");
   t->add_flag("--quiet", c->quiet, "no progress lines");
-  t->parse_complete_callback([c, log_every] {
+  t->parse_complete_callback([c, log_every, recipe] {
+    if (recipe->count() > 0 && c->precision != nn::Precision::fp8) {
+      throw CLI::ValidationError(
+          "--fp8-recipe",
+          std::string("applies under --precision fp8, and this run is --precision ") +
+              nn::precision_name(c->precision) + "; add --precision fp8 or drop --fp8-recipe");
+    }
     if (log_every->count() == 0 && c->device != "cpu") c->log_every = 10;
   });
 

@@ -125,7 +125,11 @@ TextShardSummary tokenize_files_to_shards(const Tokenizer& tokenizer,
   val.flush(true, summary.val_shards, summary.val_tokens);
   train.flush(true, summary.train_shards, summary.train_tokens);
   OCTET_CHECK(summary.train_tokens > 0, "tokenizer", "the inputs hold no text for the train split",
-              options.val_tokens > 0 ? " (all of it went to val; lower val_tokens)" : "");
+              options.val_tokens > 0
+                  ? " (--val-tokens " + std::to_string(options.val_tokens) +
+                        " is not below the inputs' " + std::to_string(summary.val_tokens) +
+                        " tokens, so all of them went to val; lower --val-tokens)"
+                  : std::string());
   return summary;
 }
 

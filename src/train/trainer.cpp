@@ -85,6 +85,14 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     OCTET_CHECK(train_loader_->vocab_size() <= mc.vocab_size, "train", config.data.source,
                 ": the shards' vocabulary (", train_loader_->vocab_size(),
                 ") exceeds the model's vocab_size (", mc.vocab_size, ")");
+    if (train_loader_->vocab_size() < static_cast<uint32_t>(mc.vocab_size)) {
+      std::fprintf(stderr,
+                   "octet train: warning: the model's vocab_size (%lld) is larger than the "
+                   "shards' tokenizer (%u pieces): %lld rows of the embedding and LM head are "
+                   "never trained\n",
+                   static_cast<long long>(mc.vocab_size), train_loader_->vocab_size(),
+                   static_cast<long long>(mc.vocab_size - train_loader_->vocab_size()));
+    }
   }
 
   const int64_t t = model_->tokens();

@@ -95,8 +95,23 @@ def text_file(tmp_path_factory):
 # Bad values, each with what its message must say besides the flag's name.
 def bad_values(text_file, tmp_dir):
     return [
-        (("train", "--steps", "abc"), "--steps", "expected a number >= 0, got 'abc'"),
-        (("train", "--steps", "-1"), "--steps", "must be >= 0, got -1"),
+        (("train", "--steps", "abc"), "--steps", "expected a number >= 1, got 'abc'"),
+        (("train", "--steps", "-1"), "--steps", "must be >= 1, got -1"),
+        (("train", "--steps", "0"), "--steps", "must be >= 1, got 0"),
+        (("train", "--lr", "0"), "--lr", "must be > 0, got 0"),
+        (("train", "--lr", "-1e-3"), "--lr", "must be > 0, got -1e-3"),
+        (("train", "--batch", "-2"), "--batch", "must be >= 1, got -2"),
+        (("train", "--seq-len", "0"), "--seq-len", "must be >= 1, got 0"),
+        (("train", "--seq-len", "-64"), "--seq-len", "must be >= 1, got -64"),
+        # A flag's value left out: the next flag is not taken for it.
+        (("train", "--steps", "--lr", "1e-2"), "--steps", "needs a number, but '--lr' follows it"),
+        (("train", "--lr", "1e-2", "--steps"), "--steps", "needs a number, and none follows it"),
+        (("train", "--out", "--steps", "3"), "--out", "needs a value, but '--steps' follows it"),
+        # A recipe is only for fp8: silently ignoring it would train something else.
+        (("train", "--fp8-recipe", "block"), "--fp8-recipe",
+         "applies under --precision fp8, and this run is --precision bf16"),
+        (("train", "--precision", "fp32", "--fp8-recipe", "row"), "--fp8-recipe",
+         "this run is --precision fp32"),
         (("train", "--batch", "0"), "--batch", "must be >= 1, got 0"),
         (("train", "--lr", "fast"), "--lr", "got 'fast'"),
         (("train", "--steps", "1.5"), "--steps", "1.5"),
@@ -169,3 +184,35 @@ def test_errors_of_a_command_that_ran_keep_their_op_and_exit_2():
     proc = octet("bench", "gemm", "--device", "cpu", "--suite", "te")
     assert proc.returncode == 2
     assert "[bench gemm] --max-size and --suite apply to --device cuda" in proc.stderr
+
+
+def test_a_negative_number_is_a_value_not_a_missing_one():
+    # "--lr -1" gives --lr the value -1 (refused as not > 0), not "--lr needs a number".
+    proc = octet("train", "--lr", "-1")
+    assert proc.returncode == 2
+    assert "--lr: must be > 0, got -1" in proc.stderr, proc.stderr
+
+
+def test_sample_from_a_directory_without_checkpoints_says_so_in_sampling_words(tmp_path):
+    proc = octet("sample", "--checkpoint", str(tmp_path))
+    assert proc.returncode == 2
+    assert f"[sample] --checkpoint {tmp_path} holds no checkpoint to sample from" in proc.stderr
+    assert "resume" not in proc.stderr, proc.stderr
+
+
+def test_device_cuda_without_a_gpu_names_the_command_and_the_flag():
+    if " 0 GPU(s) visible" not in octet("--version").stdout:
+        pytest.skip("a GPU is visible: --device cuda would train")
+    proc = octet("train", "--device", "cuda", "--steps", "1")
+    assert proc.returncode == 2
+    assert "[train] --device cuda: " in proc.stderr, proc.stderr
+    assert "use --device cpu" in proc.stderr, proc.stderr
+
+
+def test_recipe_with_fp8_is_accepted(tmp_path):
+    # The guard refuses a recipe only without fp8: with it the command runs, and stops here at
+    # the missing model file.
+    missing = str(tmp_path / "none.json")
+    proc = octet("train", "--precision", "fp8", "--fp8-recipe", "block", "--model", missing)
+    assert proc.returncode == 2
+    assert "--fp8-recipe" not in proc.stderr and "none.json" in proc.stderr, proc.stderr
