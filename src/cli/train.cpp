@@ -156,6 +156,9 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
   t->add_option("--metrics", c->metrics, "JSON-lines file of per-step metrics");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
+  t->add_flag("--extend-schedule", c->extend_schedule,
+              "--resume with a larger --steps: re-plan the lr cosine over --steps (by default the "
+              "run keeps its schedule and continues at its final lr)");
   t->add_flag("--overwrite", *overwrite,
               "delete the checkpoints already in --out and start a new run there");
   t->add_flag("--quiet", c->quiet, "no progress lines");

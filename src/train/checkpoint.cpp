@@ -61,6 +61,7 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     js["precision"] = state.precision;
     js["recipe"] = state.recipe;
     js["parameters"] = model.parameter_count();
+    js["schedule_steps"] = state.schedule_steps;
     write_json_file(temp_dir + "/trainer_state.json", js);
     fsync_directory(temp_dir);
     // A checkpoint of the same step written before (a re-run) is replaced whole.
@@ -122,14 +123,17 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   model.scaling_state_loaded();
   const std::string json_path = step_dir + "/trainer_state.json";
   const Json js = read_json_file(json_path);
-  check_known_keys(js, {"step", "data_epoch", "data_index", "precision", "recipe", "parameters"},
-                   json_path);
+  check_known_keys(
+      js,
+      {"step", "data_epoch", "data_index", "precision", "recipe", "parameters", "schedule_steps"},
+      json_path);
   TrainerState s;
   s.step = get_int(js, "step", json_path);
   s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
   s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
   s.precision = get_string(js, "precision", json_path);
   s.recipe = get_string(js, "recipe", json_path);
+  if (js.contains("schedule_steps")) s.schedule_steps = get_int(js, "schedule_steps", json_path);
   OCTET_CHECK(get_int(js, "parameters", json_path) == model.parameter_count(), "checkpoint",
               json_path, ": parameters disagrees with the model");
   return s;

@@ -18,6 +18,7 @@ struct TrainerState {
   int64_t step = 0;  // optimizer steps done
   data::LoaderPosition data_position;
   std::string precision, recipe;  // what the run was, to refuse resuming into another
+  int64_t schedule_steps = 0;     // the steps its lr cosine is planned over (0: not recorded)
 };
 
 // Writes a checkpoint of `model` (master weights), the AdamW moments m and v (f32 [P])

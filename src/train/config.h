@@ -50,11 +50,15 @@ struct TrainConfig {
   std::string out_dir;           // checkpoints; empty: none
   std::string metrics;           // JSON lines file; empty: none
   bool resume = false;           // continue from out_dir's latest checkpoint
+  // The number of steps the cosine is planned over; 0: steps. A resumed run keeps the
+  // checkpoint's plan (a larger --steps continues at the final lr) unless extend_schedule.
+  int64_t schedule_steps = 0;
+  bool extend_schedule = false;  // resume: re-plan the cosine over `steps`
   bool quiet = false;            // no progress lines
 };
 
-// Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at `steps`.
-// step counts from 1.
+// Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at
+// `schedule_steps` (0: `steps`), and lr * min_lr_ratio after it. step counts from 1.
 double lr_at(const TrainConfig& config, int64_t step);
 
 }  // namespace octet::train

@@ -21,6 +21,33 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// On resume: the checkpoint's run planned its cosine over `planned` steps (0: not recorded,
+// checkpoints before the plan was saved). A different --steps keeps that plan, unless
+// --extend-schedule re-plans it; either way the change is printed.
+void keep_or_extend_schedule(TrainConfig& c, int64_t planned, int64_t step) {
+  if (planned <= 0 || planned == c.steps) return;
+  TrainConfig kept = c, extended = c;
+  kept.schedule_steps = planned;
+  extended.schedule_steps = c.steps;
+  const double lr_kept = lr_at(kept, step + 1), lr_extended = lr_at(extended, step + 1);
+  c.schedule_steps = c.extend_schedule ? c.steps : planned;
+  if (c.quiet) return;
+  if (c.extend_schedule) {
+    std::printf(
+        "resume: --extend-schedule re-plans the cosine from %lld to %lld steps: the lr "
+        "of step %lld is %.3e (the run's plan: %.3e)\n",
+        static_cast<long long>(planned), static_cast<long long>(c.steps),
+        static_cast<long long>(step + 1), lr_extended, lr_kept);
+  } else {
+    std::printf(
+        "resume: keeping the run's cosine over %lld steps (--steps is %lld): the lr of "
+        "step %lld is %.3e%s; --extend-schedule re-plans it over %lld steps (%.3e)\n",
+        static_cast<long long>(planned), static_cast<long long>(c.steps),
+        static_cast<long long>(step + 1), lr_kept, c.steps > planned ? ", the final lr" : "",
+        static_cast<long long>(c.steps), lr_extended);
+  }
+}
+
 }  // namespace
 
 void request_stop() {
@@ -35,7 +62,8 @@ void clear_stop_request() {
 
 double lr_at(const TrainConfig& c, int64_t step) {
   if (c.warmup > 0 && step <= c.warmup) return c.lr * static_cast<double>(step) / c.warmup;
-  const double span = static_cast<double>(std::max<int64_t>(1, c.steps - c.warmup));
+  const int64_t planned = c.schedule_steps > 0 ? c.schedule_steps : c.steps;
+  const double span = static_cast<double>(std::max<int64_t>(1, planned - c.warmup));
   const double progress = std::min(1.0, static_cast<double>(step - c.warmup) / span);
   const double min_lr = c.lr * c.min_lr_ratio;
   return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(3.141592653589793 * progress));
@@ -127,6 +155,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
                 s.precision, " and recipe ", s.recipe, "; resume with the same settings");
     step_ = s.step;
     train_loader_->seek(s.data_position);
+    keep_or_extend_schedule(config_, s.schedule_steps, step_);
   } else {
     model_->init_weights(config.seed);
   }
@@ -219,6 +248,7 @@ std::string Trainer::save() {
   s.data_position = train_loader_->position();
   s.precision = nn::precision_name(config_.precision);
   s.recipe = config_.recipe.str();
+  s.schedule_steps = config_.schedule_steps > 0 ? config_.schedule_steps : config_.steps;
   return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
 }
 
