@@ -1,6 +1,7 @@
 // cli/tokenize.cpp: `octet tokenize`: train a SentencePiece tokenizer on text files, or
 // encode text files into token shards with one.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,13 +42,22 @@ int encode(TokenizeFlags& f) {
   data::TextShardOptions& o = f.shard_options;
   o.inputs = f.inputs;
   const auto s = data::tokenize_files_to_shards(tok, o);
+  // The shards carry their tokenizer: a run trained on them copies it into its checkpoints.
+  const std::string recorded = o.output_dir + "/" + data::kShardTokenizerFile;
+  std::error_code ec;
+  if (!std::filesystem::equivalent(f.model, recorded, ec)) {
+    std::filesystem::copy_file(f.model, recorded, std::filesystem::copy_options::overwrite_existing,
+                               ec);
+    OCTET_CHECK(!ec, "tokenize", "cannot copy ", f.model, " to ", recorded, ": ", ec.message());
+  }
   std::printf("tokenize: %lld documents -> %lld train tokens in %zu shard(s)",
               static_cast<long long>(s.documents), static_cast<long long>(s.train_tokens),
               s.train_shards.size());
   if (!s.val_shards.empty())
     std::printf(", %lld val tokens in %zu shard(s)", static_cast<long long>(s.val_tokens),
                 s.val_shards.size());
-  std::printf(" in %s (vocab %d)\n", o.output_dir.c_str(), tok.vocab_size());
+  std::printf(" in %s (vocab %d, tokenizer copied to %s)\n", o.output_dir.c_str(), tok.vocab_size(),
+              recorded.c_str());
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/run_checks.h"
+#include "cli/sample_text.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "fp8/recipe.h"
@@ -64,11 +65,14 @@ int train(const train::TrainConfig& c) {
 
 struct SampleFlags {
   std::string checkpoint;
-  std::vector<int32_t> prompt = {0};
+  std::string prompt;     // text with a tokenizer, else comma-separated ids
+  std::string tokenizer;  // overrides the one the checkpoint carries
+  bool ids = false;       // token ids in and out, even with a tokenizer
   model::SampleOptions options;
 };
 
 int sample(const SampleFlags& f) {
+  if (f.ids) parse_prompt_ids(f.prompt);  // a bad id list is named before anything is read
   std::string dir = f.checkpoint;
   if (!std::filesystem::exists(dir + "/model.safetensors")) {
     OCTET_CHECK(std::filesystem::exists(dir + "/latest"), "sample", "--checkpoint ", dir,
@@ -85,9 +89,9 @@ int sample(const SampleFlags& f) {
   model::Llama m(config, options);
   train::load_model_weights(dir, m);
 
-  const std::vector<int32_t> tokens = model::sample(m, f.prompt, f.options);
-  for (size_t i = 0; i < tokens.size(); ++i) std::printf("%s%d", i ? "," : "", tokens[i]);
-  std::printf("\n");
+  const SamplePrompt prompt = sample_prompt(dir, f.prompt, f.tokenizer, f.ids);
+  const std::vector<int32_t> tokens = model::sample(m, prompt.ids, f.options);
+  std::printf("%s\n", sample_output(prompt, tokens).c_str());
   return 0;
 }
 
@@ -173,13 +177,19 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   });
 
   auto s = std::make_shared<SampleFlags>();
-  CLI::App* sa = commands.add(octet, "sample", "generate tokens from a checkpoint",
+  CLI::App* sa = commands.add(octet, "sample", "generate text (or token ids) from a checkpoint",
                               [s] { return sample(*s); });
   sa->add_option("--checkpoint", s->checkpoint,
                  "a run's --out directory or one of its step_* directories")
       ->required()
       ->check(CLI::ExistingDirectory);
-  sa->add_option("--prompt", s->prompt, "comma-separated token ids")->delimiter(',');
+  sa->add_option("--prompt", s->prompt,
+                 "text, with a tokenizer (--tokenizer or the checkpoint's tokenizer.model); "
+                 "else, or with --ids, comma-separated token ids");
+  sa->add_option("--tokenizer", s->tokenizer,
+                 "a SentencePiece tokenizer.model (default: the one the checkpoint carries)")
+      ->check(CLI::ExistingFile);
+  sa->add_flag("--ids", s->ids, "token ids in (--prompt 1,2,3) and out, even with a tokenizer");
   sa->add_option("--tokens", s->options.tokens, "tokens to generate")->check(at_least(0));
   sa->add_option("--temperature", s->options.temperature, "softmax temperature (0: greedy)")
       ->check(at_least(0));

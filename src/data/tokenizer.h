@@ -1,6 +1,7 @@
 // data/tokenizer.h: text <-> token ids through SentencePiece (Debian's libsentencepiece),
 // training a tokenizer from text files, and turning text files into token shards.
-// defines: tokenizer_available, Tokenizer, TokenizerTrainOptions, tokenizer_train,
+// defines: tokenizer_available, kShardTokenizerFile, Tokenizer, TokenizerTrainOptions,
+// tokenizer_train,
 //          DocumentSplit, document_split_from_name, TextShardOptions, TextShardSummary,
 //          tokenize_files_to_shards
 #pragma once
@@ -17,6 +18,10 @@ namespace octet::data {
 // True when this build links SentencePiece; without it every function below that needs
 // it throws "[tokenizer] octet was built without SentencePiece; install libsentencepiece-dev".
 bool tokenizer_available();
+
+// The file name under which a shard directory (octet tokenize) and a checkpoint carry the
+// tokenizer of their tokens (the name Hugging Face's LlamaTokenizer looks for).
+inline constexpr const char* kShardTokenizerFile = "tokenizer.model";
 
 // A loaded SentencePiece model (an octet-trained one or an existing one such as LLaMA's
 // tokenizer.model). Move-only.

@@ -63,6 +63,11 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     js["parameters"] = model.parameter_count();
     js["schedule_steps"] = state.schedule_steps;
     write_json_file(temp_dir + "/trainer_state.json", js);
+    if (!state.tokenizer.empty()) {
+      fs::copy_file(state.tokenizer, temp_dir + "/tokenizer.model", ec);
+      OCTET_CHECK(!ec, "checkpoint", "cannot copy the tokenizer ", state.tokenizer, ": ",
+                  ec.message());
+    }
     fsync_directory(temp_dir);
     // A checkpoint of the same step written before (a re-run) is replaced whole.
     fs::remove_all(final_dir, ec);

@@ -1,7 +1,8 @@
 // train/checkpoint.h: checkpoints a resumed run continues from exactly, readable by
 // other tools: <dir>/step_NNNNNNNN/{model.safetensors (HF LLaMA names, f32), config.json
 // (HF LlamaConfig), trainer_state.safetensors (AdamW moments, FP8 scaling state),
-// trainer_state.json (step, data position, run settings)} and <dir>/latest naming the newest.
+// trainer_state.json (step, data position, run settings), tokenizer.model when the run
+// trained on shards that carry one} and <dir>/latest naming the newest.
 // defines: TrainerState, save_checkpoint, load_checkpoint, latest_checkpoint, load_model_weights
 #pragma once
 
@@ -19,6 +20,7 @@ struct TrainerState {
   data::LoaderPosition data_position;
   std::string precision, recipe;  // what the run was, to refuse resuming into another
   int64_t schedule_steps = 0;     // the steps its lr cosine is planned over (0: not recorded)
+  std::string tokenizer;          // save: a tokenizer file copied into the checkpoint (or "")
 };
 
 // Writes a checkpoint of `model` (master weights), the AdamW moments m and v (f32 [P])

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "core/error.h"
 #include "data/synthetic.h"
@@ -249,6 +250,11 @@ std::string Trainer::save() {
   s.precision = nn::precision_name(config_.precision);
   s.recipe = config_.recipe.str();
   s.schedule_steps = config_.schedule_steps > 0 ? config_.schedule_steps : config_.steps;
+  // Shards written by `octet tokenize` carry their tokenizer; so does the checkpoint.
+  if (config_.data.source != "synthetic") {
+    const std::string tokenizer = config_.data.source + "/tokenizer.model";
+    if (std::filesystem::exists(tokenizer)) s.tokenizer = tokenizer;
+  }
   return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
 }
 

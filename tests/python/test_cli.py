@@ -120,7 +120,7 @@ def bad_values(text_file, tmp_dir):
         (("train", "--device", "gpu"), "--device", "unknown device 'gpu'"),
         (("train", "--min-lr-ratio", "2"), "--min-lr-ratio", "2"),
         (("sample", "--checkpoint", tmp_dir, "--tokens", "-3"), "--tokens", "got -3"),
-        (("sample", "--checkpoint", tmp_dir, "--prompt", "1,x"), "--prompt", "x"),
+        (("sample", "--checkpoint", tmp_dir, "--ids", "--prompt", "1,x"), "--prompt", "'x' is not a token id"),
         (("sample", "--checkpoint", os.path.join(tmp_dir, "none")), "--checkpoint", "none"),
         (("sample",), "--checkpoint", "required"),
         (("tokenize", "--input", text_file, "--vocab-size", "abc"), "--vocab-size", "got 'abc'"),
