@@ -11,7 +11,7 @@ BUILD = os.environ.get("OCTET_BUILD_DIR", "build")
 OCTET = os.path.join(BUILD, "octet")
 
 # Every command that runs something, and the groups that hold them.
-COMMANDS = [("train",), ("sample",), ("tokenize",), ("bench", "gemm"), ("bench", "step"),
+COMMANDS = [("train",), ("sample",), ("tokenize",), ("eval",), ("bench", "gemm"), ("bench", "step"),
             ("bench", "attention"), ("bench", "quantize")]
 GROUPS = [(), ("bench",)]
 
@@ -33,7 +33,7 @@ def test_help_exits_0_with_the_usage_of_that_command(command, flag):
 def test_every_command_lists_its_flags_in_its_help():
     # One flag of each, from the declarations the parser uses.
     expected = {("train",): "--fp8-recipe", ("sample",): "--checkpoint",
-                ("tokenize",): "--vocab-size", ("bench", "gemm"): "--sizes",
+                ("tokenize",): "--vocab-size", ("eval",): "--batches", ("bench", "gemm"): "--sizes",
                 ("bench", "step"): "--print-hf-config", ("bench", "attention"): "--shapes",
                 ("bench", "quantize"): "--counts"}
     for command, flag in expected.items():
@@ -43,7 +43,8 @@ def test_every_command_lists_its_flags_in_its_help():
 
 # A near miss of a real flag of each command, and the flag it must suggest.
 NEAR_MISSES = {("train",): ("--stepz", "--steps"), ("sample",): ("--tokenz", "--tokens"),
-               ("tokenize",): ("--imput", "--input"), ("bench", "gemm"): ("--size", "--sizes"),
+               ("tokenize",): ("--imput", "--input"), ("eval",): ("--precison", "--precision"),
+               ("bench", "gemm"): ("--size", "--sizes"),
                ("bench", "step"): ("--step", "--steps"),
                ("bench", "attention"): ("--shape", "--shapes"),
                ("bench", "quantize"): ("--count", "--counts")}
@@ -128,6 +129,11 @@ def bad_values(text_file, tmp_dir):
          "wordpiece"),
         (("tokenize", "--input", text_file, "--split", "para"), "--split", "para"),
         (("tokenize", "--input", os.path.join(tmp_dir, "missing.txt")), "--input", "missing.txt"),
+        (("eval", "--checkpoint", tmp_dir, "--data", tmp_dir, "--precision", "bf16,fp16"),
+         "--precision", "fp16"),
+        (("eval", "--checkpoint", tmp_dir, "--data", tmp_dir, "--batches", "-1"), "--batches",
+         "got -1"),
+        (("eval", "--checkpoint", tmp_dir), "--data", "required"),
         (("bench", "gemm", "--reps", "-1"), "--reps", "got -1"),
         (("bench", "gemm", "--impl", "blas"), "--impl", "blas"),
         (("bench", "gemm", "--sizes", "256,x"), "--sizes", "x"),
@@ -163,7 +169,7 @@ def test_no_command_prints_the_usage_and_exits_1():
     proc = octet()
     assert proc.returncode == 1
     assert "Usage: octet [OPTIONS] [SUBCOMMAND]" in proc.stdout
-    for command in ("train", "sample", "tokenize", "bench"):
+    for command in ("train", "sample", "tokenize", "eval", "bench"):
         assert f"\n  {command} " in proc.stdout, command
 
 

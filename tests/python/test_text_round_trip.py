@@ -3,6 +3,7 @@ shards (which carry the tokenizer), a small model trained on them (its checkpoin
 tokenizer too), and `octet sample` turning a text prompt into text, with --tokenizer only to
 override and --ids for token ids."""
 import json
+import math
 import os
 import random
 import shutil
@@ -97,3 +98,47 @@ def test_tokenizer_overrides_and_stands_in_for_a_missing_one(run):
     proc = octet("sample", "--checkpoint", str(bare), "--tokenizer", str(run["tokenizer"]),
                  "--prompt", "the dog", "--tokens", "12", "--seed", "3")
     assert_corpus_text(proc.stdout.rstrip("\n"), "the dog")
+
+
+def eval_rows(stdout):
+    """{precision: (loss, perplexity)} from octet eval's table."""
+    rows = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in ("fp32", "bf16", "fp8"):
+            rows[parts[0]] = (float(parts[1]), float(parts[2]))
+    return rows
+
+
+def test_eval_agrees_with_the_trainers_validation_loss(run):
+    with open(run["metrics"]) as f:
+        reported = [json.loads(l) for l in f if "val_loss" in l]
+    final = [r for r in reported if r["step"] == STEPS][0]["val_loss"]
+    # The trainer evaluated --eval-batches 2 of --batch 4 in bf16 (the run's precision, which
+    # eval defaults to); eval runs the same forward on the same batches. Both sum the same
+    # f32 token losses in the same order; 1e-4 is the issue's bound, printed to 1e-6.
+    proc = octet("eval", "--checkpoint", str(run["out"]), "--data", str(run["shards"]),
+                 "--batch", "4", "--batches", "2")
+    rows = eval_rows(proc.stdout)
+    assert list(rows) == ["bf16"], proc.stdout
+    loss, ppl = rows["bf16"]
+    assert abs(loss - final) <= 1e-4, (loss, final)
+    assert ppl == pytest.approx(math.exp(loss), rel=1e-4)  # printed to 5 significant digits
+
+
+def test_eval_reports_each_precision_asked_for(run):
+    proc = octet("eval", "--checkpoint", str(run["out"] / f"step_{STEPS:08d}"), "--data",
+                 str(run["shards"]), "--batch", "4", "--precision", "fp32,bf16,fp8")
+    rows = eval_rows(proc.stdout)
+    assert list(rows) == ["fp32", "bf16", "fp8"], proc.stdout
+    # One set of weights: bf16 and fp8 rounding move a loss near 3 nats by far less than 0.1.
+    for name, (loss, _) in rows.items():
+        assert abs(loss - rows["fp32"][0]) < 0.1, (name, rows)
+    # By default every full batch of the split: 2000-odd val tokens, 4 x 32 per batch.
+    assert "batch(es) of 4 x 32 tokens" in proc.stdout, proc.stdout
+
+
+def test_eval_without_a_val_split_names_the_data(run, tmp_path):
+    proc = octet("eval", "--checkpoint", str(run["out"]), "--data", str(tmp_path), check=False)
+    assert proc.returncode == 2
+    assert "val" in proc.stderr and str(tmp_path) in proc.stderr, proc.stderr
