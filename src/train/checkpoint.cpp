@@ -11,6 +11,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "train/run_links.h"
 
 namespace octet::train {
 namespace fs = std::filesystem;
@@ -76,6 +77,7 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
                 ec.message());
     fsync_directory(dir);
     write_file_atomic(dir + "/latest", name + "\n");
+    link_latest_files(dir, name);  // from_pretrained(dir) loads the newest
   } catch (...) {
     fs::remove_all(temp_dir, ec);
     throw;

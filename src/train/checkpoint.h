@@ -2,7 +2,8 @@
 // other tools: <dir>/step_NNNNNNNN/{model.safetensors (HF LLaMA names, f32), config.json
 // (HF LlamaConfig), trainer_state.safetensors (AdamW moments, FP8 scaling state),
 // trainer_state.json (step, data position, run settings), tokenizer.model when the run
-// trained on shards that carry one} and <dir>/latest naming the newest.
+// trained on shards that carry one} and <dir>/latest naming the newest, with links to its
+// HF files beside it (train/run_links.h).
 // defines: TrainerState, save_checkpoint, load_checkpoint, latest_checkpoint, load_model_weights
 #pragma once
 

@@ -142,3 +142,37 @@ def test_eval_without_a_val_split_names_the_data(run, tmp_path):
     proc = octet("eval", "--checkpoint", str(run["out"]), "--data", str(tmp_path), check=False)
     assert proc.returncode == 2
     assert "val" in proc.stderr and str(tmp_path) in proc.stderr, proc.stderr
+
+
+def test_the_run_directory_holds_what_from_pretrained_loads(run):
+    # transformers is not in the test environment: the test checks what
+    # LlamaForCausalLM/LlamaTokenizer.from_pretrained(run_dir) read, links into the newest step.
+    from safetensors.numpy import load_file
+    out = run["out"]
+    step = f"step_{STEPS:08d}"
+    assert (out / "latest").read_text().strip() == step
+    for name in ("config.json", "model.safetensors", "tokenizer.model"):
+        link = out / name
+        assert link.is_symlink(), name
+        assert os.readlink(link) == os.path.join(step, name)  # relative: the run can move
+        assert link.read_bytes() == (out / step / name).read_bytes()
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["model_type"] == "llama"
+    tensors = load_file(str(out / "model.safetensors"))
+    assert tensors["model.embed_tokens.weight"].shape == (MODEL["vocab_size"],
+                                                          MODEL["hidden_size"])
+    assert "lm_head.weight" in tensors
+    # octet itself reads the run directory the same way.
+    proc = octet("sample", "--checkpoint", str(out), "--ids", "--prompt", "1", "--tokens", "2")
+    assert len(proc.stdout.split(",")) == 3
+
+
+def test_the_links_follow_the_newest_checkpoint(run, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(run["out"], out, symlinks=True)
+    octet("train", "--model", str(run["config"]), "--data", str(run["shards"]), "--steps",
+          str(STEPS + 2), "--batch", "4", "--lr", "1e-2", "--warmup", "5", "--eval-batches", "1",
+          "--out", str(out), "--resume", "--quiet")
+    newest = f"step_{STEPS + 2:08d}"
+    for name in ("config.json", "model.safetensors", "tokenizer.model"):
+        assert os.readlink(out / name) == os.path.join(newest, name)
