@@ -222,3 +222,12 @@ def test_recipe_with_fp8_is_accepted(tmp_path):
     proc = octet("train", "--precision", "fp8", "--fp8-recipe", "block", "--model", missing)
     assert proc.returncode == 2
     assert "--fp8-recipe" not in proc.stderr and "none.json" in proc.stderr, proc.stderr
+
+
+def test_bench_gemm_labels_say_which_way_each_ratio_goes():
+    proc = octet("bench", "gemm", "--device", "cpu", "--sizes", "32", "--reps", "1")
+    assert proc.returncode == 0, proc.stderr
+    header = next(l for l in proc.stdout.splitlines() if l.lstrip().startswith("n |"))
+    assert "bf16 speed-up over oblas" in header and "fp8 time / bf16 time" in header, header
+    assert "OpenBLAS sgemm time / bf16 time (above 1: bf16 is faster)" in proc.stdout
+    assert "time / tensor" in proc.stdout  # the scaling-mode table's ratio, also a time ratio

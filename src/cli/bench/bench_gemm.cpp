@@ -217,9 +217,9 @@ int run(const BenchGemmOptions& args) {
   std::printf(
       "C = A B^T, A and B [n, n] K-major; GFLOP/s (median milliseconds). f32 -> f32, bf16 -> f32, "
       "fp8 = e4m3 x e4m3 -> bf16 with scale_inv\n\n");
-  std::printf("%6s | %-20s | %-20s | %-20s | %-20s | %9s | %8s\n", "n", "f32", "bf16", "fp8 e4m3",
-              "openblas sgemm", "bf16/oblas", "fp8/bf16");
-  std::printf("%s\n", std::string(124, '-').c_str());
+  std::printf("%6s | %-20s | %-20s | %-20s | %-20s | %-24s | %-20s\n", "n", "f32", "bf16",
+              "fp8 e4m3", "openblas sgemm", "bf16 speed-up over oblas", "fp8 time / bf16 time");
+  std::printf("%s\n", std::string(151, '-').c_str());
   std::vector<std::pair<long long, std::vector<ModeRow>>> mode_rows;
   for (long long n : sizes) {
     std::vector<Row> rows;
@@ -233,7 +233,7 @@ int run(const BenchGemmOptions& args) {
     char speedup[32] = "-", fp8_ratio[32] = "-";
     if (blas) std::snprintf(speedup, sizeof speedup, "%.2fx", blas->seconds / bf16->seconds);
     std::snprintf(fp8_ratio, sizeof fp8_ratio, "%.2fx", fp8->seconds / bf16->seconds);
-    std::printf("%6lld | %-20s | %-20s | %-20s | %-20s | %9s | %8s\n", n, cell(n, f32).c_str(),
+    std::printf("%6lld | %-20s | %-20s | %-20s | %-20s | %24s | %20s\n", n, cell(n, f32).c_str(),
                 cell(n, bf16).c_str(), cell(n, fp8).c_str(), cell(n, blas).c_str(), speedup,
                 fp8_ratio);
     std::fflush(stdout);
@@ -262,8 +262,8 @@ int run(const BenchGemmOptions& args) {
     }
   }
   std::printf(
-      "bf16/oblas: OpenBLAS sgemm time / bf16 time (speed-up); fp8/bf16: fp8 time / "
-      "bf16 time (the cost of FP8)\n");
+      "bf16 speed-up over oblas = OpenBLAS sgemm time / bf16 time (above 1: bf16 is faster); "
+      "fp8 time / bf16 time: above 1, fp8 is slower (the cost of FP8)\n");
 
   std::printf(
       "\nFP8 scaling modes (E4M3 x E4M3 -> bf16): GEMM = fp8::gemm on operands quantized "
@@ -271,7 +271,7 @@ int run(const BenchGemmOptions& args) {
       "quantize = fp8::quantize of A [n, n] bf16 (activation) and B [n, n] bf16 (weight), no "
       "transposed copies\n\n");
   std::printf("%6s | %-14s | %-20s | %-12s | %-20s | %9s\n", "n", "mode", "GEMM only",
-              "quantize ms", "GEMM + quantize", "vs tensor");
+              "quantize ms", "GEMM + quantize", "time / tensor");
   std::printf("%s\n", std::string(98, '-').c_str());
   for (const auto& [n, rs] : mode_rows) {
     const double tensor_total = rs.front().gemm_seconds + rs.front().quantize_seconds;
@@ -285,7 +285,7 @@ int run(const BenchGemmOptions& args) {
     }
   }
   std::printf(
-      "GFLOP/s = 2n^3 / time (median ms); vs tensor: (GEMM + quantize) time / that of "
+      "GFLOP/s = 2n^3 / time (median ms); time / tensor: (GEMM + quantize) time / that of "
       "tensor-current\n");
 
   if (device.is_cpu()) {
