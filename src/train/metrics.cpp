@@ -1,6 +1,7 @@
 // train/metrics.cpp
 #include "train/metrics.h"
 
+#include <filesystem>
 #include <utility>
 
 #include "core/error.h"
@@ -26,8 +27,15 @@ Json metrics_record(const StepRecord& r, const std::vector<LayerFp8Stats>& fp8) 
   return j;
 }
 
-MetricsFile::MetricsFile(const std::string& path, bool append)
-    : file_(std::fopen(path.c_str(), append ? "a" : "w")) {
+// The metrics file's folder is made when missing (`--metrics runs/x.jsonl` before runs/ exists).
+static std::FILE* open_metrics(const std::string& path, bool append) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  return std::fopen(path.c_str(), append ? "a" : "w");
+}
+
+MetricsFile::MetricsFile(const std::string& path, bool append) : file_(open_metrics(path, append)) {
   OCTET_CHECK(file_ != nullptr, "train", path, ": cannot open the metrics file");
 }
 

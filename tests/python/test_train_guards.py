@@ -102,3 +102,12 @@ def test_a_model_vocab_larger_than_the_tokenizer_warns_with_the_untrained_rows(t
     assert ("warning: the model's vocab_size (256) is larger than the shards' tokenizer "
             "(128 pieces): 128 rows of the embedding and LM head are never trained"
             in proc.stderr), proc.stderr
+
+
+def test_metrics_in_a_folder_that_does_not_exist_yet(tmp_path):
+    # The README's `--out runs/tiny --metrics runs/tiny.jsonl` on a fresh clone: no runs/ yet.
+    metrics = tmp_path / "runs" / "tiny.jsonl"
+    proc = octet("train", *QUICK, "--out", str(tmp_path / "runs" / "tiny"), "--metrics",
+                 str(metrics))
+    assert proc.returncode == 0, proc.stderr
+    assert metrics.read_text().count("\n") == 1  # one step, one record

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -95,7 +96,11 @@ TEST(Metrics, FileHoldsOneRecordPerLineAndAResumedRunAppends) {
   }
   const std::string fresh = read_text_file(path);
   EXPECT_EQ(std::count(fresh.begin(), fresh.end(), '\n'), 1);
-  EXPECT_THROW(MetricsFile(dir.file("missing/dir/run.jsonl"), false), Error);
+  // A missing folder is made (`--metrics runs/x.jsonl` before runs/ exists); a path under a
+  // regular file cannot be, and is refused.
+  EXPECT_NO_THROW(MetricsFile(dir.file("missing/dir/run.jsonl"), false));
+  std::ofstream(dir.file("a_file")) << "x";
+  EXPECT_THROW(MetricsFile(dir.file("a_file/run.jsonl"), false), Error);
 }
 
 }  // namespace
