@@ -151,7 +151,8 @@ TEST(CudaTraining, Bf16AndFp8ReachTheEntropyFloorOnTheGpu) {
     std::printf("[ result   ] cuda %s val_loss %.4f (floor %.4f)\n",
                 nn::precision_name(precisions[i]), val[i], floor);
   }
-  // The CPU test's criteria (Training.Fp32Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16).
+  // The CPU test's criteria (Training.Fp32ReachesTheEntropyFloor and
+  // Training.Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16).
   for (int i = 0; i < 2; ++i) EXPECT_LE(val[i], 1.05 * floor) << nn::precision_name(precisions[i]);
   EXPECT_LE(std::abs(val[1] - val[0]), 0.01 * val[0]);
 }
