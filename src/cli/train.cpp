@@ -110,13 +110,12 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_option("--model", c->model, "tiny, small, 1b, 7b or a config.json path");
   add_parsed(*t, "--precision", c->precision, nn::precision_from_name, "fp32, bf16 or fp8")
       ->default_str("bf16");
-  CLI::Option* recipe =
-      add_parsed(*t, "--fp8-recipe", c->recipe, fp8::Recipe::parse,
-                 "FP8 recipe under --precision fp8: MODE[:OPTION...]; modes " +
-                     fp8::scaling_mode_list(", ") +
-                     "; options :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3), :pow2, "
-                     "and for tensor-delayed :history=N, :margin=N, :amax=max|most-recent")
-          ->default_str(c->recipe.str());
+  add_parsed(*t, "--fp8-recipe", c->recipe, fp8::Recipe::parse,
+             "FP8 recipe under --precision fp8: MODE[:OPTION...]; modes " +
+                 fp8::scaling_mode_list(", ") +
+                 "; options :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3), :pow2, "
+                 "and for tensor-delayed :history=N, :margin=N, :amax=max|most-recent")
+      ->default_str(c->recipe.str());
   t->add_option("--data", c->data.source,
                 "synthetic (the built-in Markov corpus) or a directory of token shards");
   t->add_option("--markov-vocab", c->data.markov_vocab,
@@ -166,6 +165,7 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_flag("--overwrite", *overwrite,
               "delete the checkpoints already in --out and start a new run there");
   t->add_flag("--quiet", c->quiet, "no progress lines");
+  const CLI::Option* recipe = t->get_option("--fp8-recipe");
   t->parse_complete_callback([c, log_every, recipe] {
     if (recipe->count() > 0 && c->precision != nn::Precision::fp8) {
       throw CLI::ValidationError(
