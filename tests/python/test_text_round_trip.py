@@ -121,6 +121,7 @@ def test_eval_agrees_with_the_trainers_validation_loss(run):
                  "--batch", "4", "--batches", "2")
     rows = eval_rows(proc.stdout)
     assert list(rows) == ["bf16"], proc.stdout
+    assert f"{run['out']}/step_{STEPS:08d} on" in proc.stdout  # the run's latest, via latest
     loss, ppl = rows["bf16"]
     assert abs(loss - final) <= 1e-4, (loss, final)
     assert ppl == pytest.approx(math.exp(loss), rel=1e-4)  # printed to 5 significant digits
