@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "temp_dir.h"
+#include "train/fp8_health.h"
 #include "train/metrics.h"
 
 namespace octet::train {
@@ -62,7 +63,7 @@ TEST(Metrics, GuardChecksAndWarningsFollowTheContract) {
   g.action = "rollback";
   g.rollback_step = 20;
   r.guard = g;
-  r.warnings = {"layers.0.qkv dy: 2% flushed to zero (threshold 1%)"};
+  r.warnings = {"layers.0.qkv dy: 25% flushed to zero (threshold 20%)"};
   const Json j = parse_json(json_dump(metrics_record(r)));
   const Json& gj = j.at("guard");
   EXPECT_EQ(keys_of(gj), (std::vector<std::string>{"fp8_loss", "bf16_loss", "gap", "passed",
@@ -121,6 +122,22 @@ TEST(Metrics, Fp8StatsArePerLayerAndOperand) {
   EXPECT_TRUE(metrics_record(r, {{"layers.0.qkv", qkv}}).contains("fp8"));
   EXPECT_FALSE(metrics_record(r).contains("fp8"));
   EXPECT_FALSE(metrics_record(r).contains("val_loss"));
+}
+
+TEST(Metrics, Fp8HealthWarnsPastItsThresholds) {
+  Fp8OperandStats healthy, bad;
+  // 1 saturated in 10^5 and 10% flushed: under both thresholds (10^-4, 20%).
+  healthy.x.add({.amax = 1.0f, .numel = 100000, .saturated = 1, .flushed = 10000});
+  healthy.dy.add({.amax = 1.0f, .numel = 100});
+  bad.x.add({.amax = 1.0f, .numel = 1000, .saturated = 2});  // 0.2% saturated
+  bad.w.add({.amax = 1.0f, .numel = 100, .flushed = 21});    // 21% flushed
+  bad.dy.add({.amax = INFINITY, .numel = 100});              // non-finite amax
+  EXPECT_TRUE(fp8_health_warnings({{"layers.0.qkv", healthy}}).empty());
+  const auto w = fp8_health_warnings({{"layers.0.qkv", healthy}, {"layers.1.down", bad}});
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0], "layers.1.down x: 0.2% saturated (threshold 0.01%)");
+  EXPECT_EQ(w[1], "layers.1.down w: 21% flushed to zero (threshold 20%)");
+  EXPECT_EQ(w[2], "layers.1.down dy: non-finite amax (NaN or Inf in the tensor)");
 }
 
 TEST(Metrics, FileHoldsOneRecordPerLineAndAResumedRunAppends) {
