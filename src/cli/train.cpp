@@ -49,6 +49,15 @@ int train(const train::TrainConfig& c) {
                 c.out_dir.empty() ? "" : "; checkpoint written");
     return 130;
   }
+  if (trainer.precision() != c.precision) {
+    std::printf(
+        "the guard switched the run to %s (asked: %s); see the metrics' \"guard\" records\n",
+        nn::precision_name(trainer.precision()), nn::precision_name(c.precision));
+  }
+  if (trainer.skipped_steps() > 0) {
+    std::printf("%lld steps were skipped for a non-finite loss or gradient norm\n",
+                static_cast<long long>(trainer.skipped_steps()));
+  }
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     if (it->val_loss) {
       std::printf("final val_loss %.4f", *it->val_loss);
