@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "model/sample.h"
 #include "nn/precision.h"
 #include "train/checkpoint.h"
+#include "train/guard.h"
 #include "train/trainer.h"
 
 namespace octet::cli {
@@ -48,6 +50,15 @@ int train(const train::TrainConfig& c) {
     std::printf("stopped at step %lld%s\n", static_cast<long long>(trainer.step()),
                 c.out_dir.empty() ? "" : "; checkpoint written");
     return 130;
+  }
+  if (trainer.precision() != c.precision) {
+    std::printf(
+        "the guard switched the run to %s (asked: %s); see the metrics' \"guard\" records\n",
+        nn::precision_name(trainer.precision()), nn::precision_name(c.precision));
+  }
+  if (trainer.skipped_steps() > 0) {
+    std::printf("%lld steps were skipped for a non-finite loss or gradient norm\n",
+                static_cast<long long>(trainer.skipped_steps()));
   }
   for (auto it = records.rbegin(); it != records.rend(); ++it) {
     if (it->val_loss) {
@@ -165,6 +176,30 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_flag("--overwrite", *overwrite,
               "delete the checkpoints already in --out and start a new run there");
   t->add_flag("--quiet", c->quiet, "no progress lines");
+  add_parsed(
+      *t, "--guard", c->guard.enabled,
+      [](const std::string& v) -> std::optional<bool> {
+        OCTET_CHECK(v == "on" || v == "off", "train", "--guard takes on or off, not '", v, "'");
+        return v == "on";
+      },
+      "FP8 convergence guard: compare the fp8 validation loss with bf16's on the same weights "
+      "and act when fp8 falls behind (on|off; default on under fp8)");
+  t->add_option("--guard-every", c->guard.every, "steps between guard checks (0: at each eval)")
+      ->check(at_least(0));
+  t->add_option("--guard-tolerance", c->guard.tolerance,
+                "relative excess of the fp8 loss over bf16's that fails a check")
+      ->check(at_least(0));
+  t->add_option("--guard-patience", c->guard.patience,
+                "consecutive failed checks before the guard acts")
+      ->check(at_least(1));
+  add_parsed(*t, "--guard-action", c->guard.action, train::guard_action_from_name,
+             "warn, fallback (bf16 from the current weights) or rollback (bf16 from the last "
+             "checkpoint whose check passed)")
+      ->default_str("rollback");
+  t->add_option("--max-skipped-steps", c->max_skipped_steps,
+                "consecutive steps with a non-finite loss or gradient norm (each skipped) "
+                "before the run stops")
+      ->check(at_least(1));
   const CLI::Option* recipe = t->get_option("--fp8-recipe");
   t->parse_complete_callback([c, log_every, recipe] {
     if (recipe->count() > 0 && c->precision != nn::Precision::fp8) {

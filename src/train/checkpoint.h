@@ -4,7 +4,8 @@
 // trainer_state.json (step, data position, run settings), tokenizer.model when the run
 // trained on shards that carry one} and <dir>/latest naming the newest, with links to its
 // HF files beside it (train/run_links.h).
-// defines: TrainerState, save_checkpoint, load_checkpoint, latest_checkpoint, load_model_weights
+// defines: TrainerState, read_trainer_state, save_checkpoint, load_checkpoint, latest_checkpoint,
+// load_model_weights
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,16 @@ struct TrainerState {
   std::string precision, recipe;  // what the run was, to refuse resuming into another
   int64_t schedule_steps = 0;     // the steps its lr cosine is planned over (0: not recorded)
   std::string tokenizer;          // save: a tokenizer file copied into the checkpoint (or "")
+  // precision is the policy in force; the guard may have switched an fp8 run to bf16, then
+  // requested_precision is "fp8" (empty: the same as precision).
+  std::string requested_precision;
+  double wall_s = 0.0;        // training wall time so far
+  int64_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient norm
+  bool guard_passed = false;  // the guard's last check before this checkpoint passed
 };
+
+// The trainer_state.json of a step directory alone (no tensors read).
+TrainerState read_trainer_state(const std::string& step_dir);
 
 // Writes a checkpoint of `model` (master weights), the AdamW moments m and v (f32 [P])
 // and `state`. The step directory is written under a temporary name and renamed, then
