@@ -129,7 +129,8 @@ TrainerState read_trainer_state(const std::string& step_dir) {
   const Json js = read_json_file(json_path);
   check_known_keys(js,
                    {"step", "data_epoch", "data_index", "precision", "recipe", "parameters",
-                    "requested_precision", "wall_s", "skipped_steps", "guard_passed"},
+                    "requested_precision", "wall_s", "skipped_steps", "guard_passed",
+                    "schedule_steps"},
                    json_path);
   TrainerState s;
   s.step = get_int(js, "step", json_path);
@@ -142,6 +143,7 @@ TrainerState read_trainer_state(const std::string& step_dir) {
   s.wall_s = get_number_or(js, "wall_s", 0.0, json_path);
   s.skipped_steps = get_int_or(js, "skipped_steps", 0, json_path);
   s.guard_passed = get_bool_or(js, "guard_passed", false, json_path);
+  s.schedule_steps = get_int_or(js, "schedule_steps", 0, json_path);  // absent before resume kept it
   return s;
 }
 
