@@ -141,11 +141,14 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                     "a read waits for the GPU)")
           ->check(at_least(1));
   t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
-  t->add_option("--metrics", c->metrics, "JSON-lines file of per-step metrics");
+  t->add_option("--metrics", c->metrics,
+                "JSON-lines file of per-step metrics (default with --out: OUT/metrics.jsonl)");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
   t->add_flag("--quiet", c->quiet, "no progress lines");
   t->parse_complete_callback([c, log_every] {
     if (log_every->count() == 0 && c->device != "cpu") c->log_every = 10;
+    // A run directory holds its metrics, for `octet report DIR`.
+    if (c->metrics.empty() && !c->out_dir.empty()) c->metrics = c->out_dir + "/metrics.jsonl";
   });
 
   auto s = std::make_shared<SampleFlags>();

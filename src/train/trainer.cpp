@@ -11,6 +11,7 @@
 #include "data/synthetic.h"
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
+#include "train/run_info.h"
 
 namespace octet::train {
 namespace {
@@ -122,6 +123,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     model_->init_weights(config.seed);
   }
+  write_run_info(config, *model_);  // <out>/run.json: the config, the commit, the machine
   if (!config.metrics.empty()) {
     metrics_ = MetricsFile(config.metrics, config.resume);
   }
