@@ -10,6 +10,7 @@
 namespace octet::cli {
 void add_train_commands(Commands& commands, CLI::App& octet);    // cli/train.cpp: train, sample
 void add_tokenize_command(Commands& commands, CLI::App& octet);  // cli/tokenize.cpp
+void add_compare_command(Commands& commands, CLI::App& octet);   // cli/compare.cpp
 void add_report_command(Commands& commands, CLI::App& octet);    // cli/report.cpp
 }  // namespace octet::cli
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   cli::Commands commands;
   cli::add_train_commands(commands, app);
   cli::add_tokenize_command(commands, app);
+  cli::add_compare_command(commands, app);
   cli::add_report_command(commands, app);
   bench::add_bench_commands(commands, app);
   app.footer("Ctrl-C during `octet train` writes a checkpoint (with --out) and exits.");
