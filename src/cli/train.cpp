@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/sample.h"
 #include "nn/precision.h"
 #include "train/checkpoint.h"
+#include "train/guard.h"
 #include "train/trainer.h"
 
 namespace octet::cli {
@@ -145,6 +147,30 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                 "JSON-lines file of per-step metrics (default with --out: OUT/metrics.jsonl)");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
   t->add_flag("--quiet", c->quiet, "no progress lines");
+  add_parsed(
+      *t, "--guard", c->guard.enabled,
+      [](const std::string& v) -> std::optional<bool> {
+        OCTET_CHECK(v == "on" || v == "off", "train", "--guard takes on or off, not '", v, "'");
+        return v == "on";
+      },
+      "FP8 convergence guard: compare the fp8 validation loss with bf16's on the same weights "
+      "and act when fp8 falls behind (on|off; default on under fp8)");
+  t->add_option("--guard-every", c->guard.every, "steps between guard checks (0: at each eval)")
+      ->check(at_least(0));
+  t->add_option("--guard-tolerance", c->guard.tolerance,
+                "relative excess of the fp8 loss over bf16's that fails a check")
+      ->check(at_least(0));
+  t->add_option("--guard-patience", c->guard.patience,
+                "consecutive failed checks before the guard acts")
+      ->check(at_least(1));
+  add_parsed(*t, "--guard-action", c->guard.action, train::guard_action_from_name,
+             "warn, fallback (bf16 from the current weights) or rollback (bf16 from the last "
+             "checkpoint whose check passed)")
+      ->default_str("rollback");
+  t->add_option("--max-skipped-steps", c->max_skipped_steps,
+                "consecutive steps with a non-finite loss or gradient norm (each skipped) "
+                "before the run stops")
+      ->check(at_least(1));
   t->parse_complete_callback([c, log_every] {
     if (log_every->count() == 0 && c->device != "cpu") c->log_every = 10;
     // A run directory holds its metrics, for `octet report DIR`.

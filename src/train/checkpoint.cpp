@@ -61,6 +61,10 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     js["precision"] = state.precision;
     js["recipe"] = state.recipe;
     js["parameters"] = model.parameter_count();
+    if (!state.requested_precision.empty()) js["requested_precision"] = state.requested_precision;
+    js["wall_s"] = state.wall_s;
+    js["skipped_steps"] = state.skipped_steps;
+    js["guard_passed"] = state.guard_passed;
     write_json_file(temp_dir + "/trainer_state.json", js);
     fsync_directory(temp_dir);
     // A checkpoint of the same step written before (a re-run) is replaced whole.
@@ -112,6 +116,27 @@ void load_model_weights(const std::string& step_dir, model::Llama& model) {
   model.sync_working_weights();
 }
 
+TrainerState read_trainer_state(const std::string& step_dir) {
+  const std::string json_path = step_dir + "/trainer_state.json";
+  const Json js = read_json_file(json_path);
+  check_known_keys(js,
+                   {"step", "data_epoch", "data_index", "precision", "recipe", "parameters",
+                    "requested_precision", "wall_s", "skipped_steps", "guard_passed"},
+                   json_path);
+  TrainerState s;
+  s.step = get_int(js, "step", json_path);
+  s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
+  s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
+  s.precision = get_string(js, "precision", json_path);
+  s.recipe = get_string(js, "recipe", json_path);
+  // Written since the convergence guard; absent from older checkpoints.
+  s.requested_precision = get_string_or(js, "requested_precision", "", json_path);
+  s.wall_s = get_number_or(js, "wall_s", 0.0, json_path);
+  s.skipped_steps = get_int_or(js, "skipped_steps", 0, json_path);
+  s.guard_passed = get_bool_or(js, "guard_passed", false, json_path);
+  return s;
+}
+
 TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, const Tensor& m,
                              const Tensor& v) {
   load_model_weights(step_dir, model);
@@ -122,14 +147,7 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   model.scaling_state_loaded();
   const std::string json_path = step_dir + "/trainer_state.json";
   const Json js = read_json_file(json_path);
-  check_known_keys(js, {"step", "data_epoch", "data_index", "precision", "recipe", "parameters"},
-                   json_path);
-  TrainerState s;
-  s.step = get_int(js, "step", json_path);
-  s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
-  s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
-  s.precision = get_string(js, "precision", json_path);
-  s.recipe = get_string(js, "recipe", json_path);
+  TrainerState s = read_trainer_state(step_dir);
   OCTET_CHECK(get_int(js, "parameters", json_path) == model.parameter_count(), "checkpoint",
               json_path, ": parameters disagrees with the model");
   return s;

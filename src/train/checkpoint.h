@@ -2,7 +2,8 @@
 // other tools: <dir>/step_NNNNNNNN/{model.safetensors (HF LLaMA names, f32), config.json
 // (HF LlamaConfig), trainer_state.safetensors (AdamW moments, FP8 scaling state),
 // trainer_state.json (step, data position, run settings)} and <dir>/latest naming the newest.
-// defines: TrainerState, save_checkpoint, load_checkpoint, latest_checkpoint, load_model_weights
+// defines: TrainerState, read_trainer_state, save_checkpoint, load_checkpoint, latest_checkpoint,
+// load_model_weights
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,16 @@ struct TrainerState {
   int64_t step = 0;  // optimizer steps done
   data::LoaderPosition data_position;
   std::string precision, recipe;  // what the run was, to refuse resuming into another
+  // precision is the policy in force; the guard may have switched an fp8 run to bf16, then
+  // requested_precision is "fp8" (empty: the same as precision).
+  std::string requested_precision;
+  double wall_s = 0.0;        // training wall time so far
+  int64_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient norm
+  bool guard_passed = false;  // the guard's last check before this checkpoint passed
 };
+
+// The trainer_state.json of a step directory alone (no tensors read).
+TrainerState read_trainer_state(const std::string& step_dir);
 
 // Writes a checkpoint of `model` (master weights), the AdamW moments m and v (f32 [P])
 // and `state`. The step directory is written under a temporary name and renamed, then

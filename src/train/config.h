@@ -1,9 +1,10 @@
 // train/config.h: everything a training run is made of, with the defaults `octet train`
 // uses, and the learning-rate schedule.
-// defines: TrainConfig, DataConfig, lr_at
+// defines: TrainConfig, DataConfig, GuardAction, GuardConfig, lr_at
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "fp8/recipe.h"
@@ -22,6 +23,21 @@ struct DataConfig {
   uint64_t markov_seed = 0;
   int64_t train_tokens = 1 << 20;  // synthetic: stream lengths
   int64_t val_tokens = 1 << 16;
+};
+
+// What the convergence guard does after `patience` failed checks (train/guard.h).
+enum class GuardAction : unsigned char {
+  warn,      // only report it
+  fallback,  // continue from the current weights under bf16
+  rollback,  // reload the last checkpoint whose check passed, continue under bf16
+};
+
+struct GuardConfig {
+  std::optional<bool> enabled;  // nullopt: on under fp8, off otherwise
+  int64_t every = 0;            // steps between checks; 0: at each evaluation
+  double tolerance = 0.005;     // fp8 loss may exceed the bf16 loss by this (relative)
+  int64_t patience = 2;         // consecutive failed checks before acting
+  GuardAction action = GuardAction::rollback;
 };
 
 struct TrainConfig {
@@ -51,6 +67,9 @@ struct TrainConfig {
   std::string metrics;           // JSON lines file; empty: none
   bool resume = false;           // continue from out_dir's latest checkpoint
   bool quiet = false;            // no progress lines
+
+  GuardConfig guard;              // the FP8 convergence guard (only under fp8)
+  int64_t max_skipped_steps = 5;  // consecutive non-finite steps before the run stops
 };
 
 // Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at `steps`.

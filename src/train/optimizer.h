@@ -24,7 +24,10 @@ class Optimizer {
   // model accumulated: writes their sum of squares into grad_sum_sq (f32[1] on the
   // model's device), clips them to config.grad_clip, updates the master weights, syncs
   // the working weights and updates the FP8 scaling state.
-  void step(int64_t step, double lr, const Tensor& grad_sum_sq);
+  // With `loss` (f32[1] on the device, the step's loss) given, the step first reads the
+  // loss and the sum of squares back (8 bytes; a wait on a GPU) and, when either is not
+  // finite, changes nothing (weights, moments, FP8 scaling state) and returns false.
+  bool step(int64_t step, double lr, const Tensor& grad_sum_sq, const Tensor& loss = Tensor());
 
   // The moments, f32 [P] (checkpoints write and read them in place).
   Tensor m() const;

@@ -11,6 +11,7 @@
 #include "data/synthetic.h"
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
+#include "train/fp8_health.h"
 #include "train/run_info.h"
 
 namespace octet::train {
@@ -47,8 +48,19 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   OCTET_CHECK(config.batch > 0 && config.grad_accum > 0 && config.steps >= 0, "train",
               "batch and grad_accum must be positive and steps >= 0");
   model::LlamaConfig mc = model::load_llama_config(config.model);
+  requested_precision_ = nn::precision_name(config.precision);
+  // A run the guard switched to bf16 resumes under bf16.
+  std::optional<TrainerState> resumed;
+  if (config.resume) {
+    OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
+    resumed = read_trainer_state(latest_checkpoint(config.out_dir));
+    if (resumed->requested_precision == requested_precision_ &&
+        resumed->precision != requested_precision_) {
+      config_.precision = nn::precision_from_name(resumed->precision);
+    }
+  }
   model::ModelOptions options;
-  options.precision = config.precision;
+  options.precision = config_.precision;
   options.recipe = config.recipe;
   options.batch = config.batch;
   options.seq_len = config.seq_len;
@@ -107,19 +119,30 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
   stats_.allocate();
 
+  const bool fp8 = config_.precision == nn::Precision::fp8;
+  if (fp8 && config.guard.enabled.value_or(true)) {
+    model::ModelOptions bf16 = options;
+    bf16.precision = nn::Precision::bf16;
+    shadow_ = std::make_unique<model::Llama>(mc, bf16);
+    OCTET_CHECK(shadow_->parameter_count() == model_->parameter_count(), "guard",
+                "the bf16 twin's parameters differ from the fp8 model's");
+    guard_ = std::make_unique<Guard>(config.guard, resumed && resumed->guard_passed);
+  }
+
   if (config.resume) {
-    OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
     const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
                                            optimizer_->m(), optimizer_->v());
     // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
     std::string stored_recipe = s.recipe;
     std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');
-    OCTET_CHECK(s.precision == nn::precision_name(config.precision) &&
+    OCTET_CHECK(s.precision == nn::precision_name(config_.precision) &&
                     fp8::Recipe::parse(stored_recipe) == config.recipe,
                 "train", "the checkpoint in ", config.out_dir, " was trained with --precision ",
                 s.precision, " and recipe ", s.recipe, "; resume with the same settings");
     step_ = s.step;
     train_loader_->seek(s.data_position);
+    wall_s_ = s.wall_s;
+    skipped_steps_ = s.skipped_steps;
   } else {
     model_->init_weights(config.seed);
   }
@@ -151,10 +174,13 @@ StepRecord Trainer::train_step() {
   const Tensor sum_sq = stats_.view(step_grad_sum_sq_, DType::f32, {1}, at);
   zero_bytes(loss.data, loss.device, 4);
   // FP8 saturation counts cost a little in every quantization: count them only in the
-  // steps whose statistics the metrics report (those that end with an evaluation).
+  // steps whose statistics the metrics report (log steps and those that end with an
+  // evaluation).
   const int64_t next = step_ + 1;
-  m.set_fp8_counting(next == config_.steps ||
-                     (config_.eval_every > 0 && next % config_.eval_every == 0));
+  const bool counted = next == config_.steps || next % config_.log_every == 0 ||
+                       (config_.eval_every > 0 && next % config_.eval_every == 0);
+  m.set_fp8_counting(counted);
+  if (counted && config_.precision == nn::Precision::fp8) counted_step_ = next;
   m.zero_grads();
   const double tokens = static_cast<double>(m.tokens() * config_.grad_accum);
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
@@ -162,14 +188,20 @@ StepRecord Trainer::train_step() {
     m.forward(inputs_, targets_, static_cast<float>(1.0 / tokens), loss, 1.0 / tokens);
     m.backward();
   }
+  if (after_backward) after_backward(*this);
   ++step_;
 
   const float lr = static_cast<float>(lr_at(config_, step_));
-  optimizer_->step(step_, lr, sum_sq);
+  const bool updated = optimizer_->step(step_, lr, sum_sq, loss);
+  skipped_in_a_row_ = updated ? 0 : skipped_in_a_row_ + 1;
+  if (!updated) ++skipped_steps_;
 
   StepRecord r;
   r.step = step_;
   r.lr = lr;
+  r.precision = nn::precision_name(config_.precision);
+  r.skipped = !updated;
+  r.skipped_steps = skipped_steps_;
   r.loss = r.grad_norm = std::nan("");
   // Host time to queue the step; read_back() replaces it with the measured rate.
   r.tokens_per_s = tokens / seconds_since(t0);
@@ -192,14 +224,18 @@ void Trainer::read_back(std::vector<StepRecord>& records) {
 }
 
 double Trainer::evaluate() {
+  return evaluate(*model_);
+}
+
+double Trainer::evaluate(model::Llama& model) {
   val_loader_->seek({0, 0});
   const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
   const Tensor loss = stats_.tensor(eval_loss_);
   zero_bytes(loss.data, loss.device, 4);
-  const double weight = 1.0 / static_cast<double>(model_->tokens() * batches);
+  const double weight = 1.0 / static_cast<double>(model.tokens() * batches);
   for (int64_t i = 0; i < batches; ++i) {
     load_batch(*val_loader_, inputs_, targets_, host_inputs_, host_targets_);
-    model_->forward(inputs_, targets_, 0.0f, loss, weight);
+    model.forward(inputs_, targets_, 0.0f, loss, weight);
   }
   float mean = 0.0f;
   copy_bytes(&mean, Device::cpu(), loss.data, loss.device, 4);
@@ -213,31 +249,69 @@ std::string Trainer::save() {
   s.data_position = train_loader_->position();
   s.precision = nn::precision_name(config_.precision);
   s.recipe = config_.recipe.str();
+  if (requested_precision_ != s.precision) s.requested_precision = requested_precision_;
+  s.wall_s = wall_s_;
+  s.skipped_steps = skipped_steps_;
+  s.guard_passed = guard_ && guard_->last_passed();
   return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
 }
 
-void Trainer::write_metrics(const StepRecord& r) {
+void Trainer::write_metrics(const StepRecord& r, bool with_fp8) {
   if (!metrics_.is_open()) return;
-  std::vector<LayerFp8Stats> fp8;
-  if (r.val_loss) {
-    for (const auto& [name, stats] : model_->fp8_stats()) fp8.emplace_back(name, stats.layer);
-  }
-  metrics_.write(r, fp8);
+  static const std::vector<LayerFp8Stats> none;
+  metrics_.write(r, with_fp8 ? fp8_stats_ : none);
 }
+
+namespace {
+
+// The progress line of one reported step.
+void print_progress(const StepRecord& r, int64_t steps, double left) {
+  std::printf("step %6lld/%lld  loss %.4f  lr %.2e  %8.0f tok/s  %5.0fs left",
+              static_cast<long long>(r.step), static_cast<long long>(steps), r.loss, r.lr,
+              r.tokens_per_s, left);
+  if (r.val_loss) std::printf("  val %.4f", *r.val_loss);
+  if (r.skipped) {
+    std::printf("  SKIPPED (non-finite loss or gradient norm; %lld skipped in all)",
+                static_cast<long long>(r.skipped_steps));
+  }
+  if (r.guard) {
+    const GuardRecord& g = *r.guard;
+    std::printf("  guard fp8 %.4f bf16 %.4f gap %+.2f%% %s", g.fp8_loss, g.bf16_loss, 100.0 * g.gap,
+                g.passed ? "ok" : "FAIL");
+    if (!g.passed) std::printf(" (%lld in a row)", static_cast<long long>(g.strikes));
+    if (g.action == "warn") std::printf(" -> warning");
+    if (g.action == "fallback") std::printf(" -> fallback: bf16 from here");
+    if (g.action == "rollback") {
+      std::printf(" -> rollback to step %lld, bf16 from there",
+                  static_cast<long long>(g.rollback_step.value_or(0)));
+    }
+  }
+  if (!r.warnings.empty()) {
+    std::printf("  warning: %s", r.warnings.front().c_str());
+    if (r.warnings.size() > 1) std::printf(" (+%zu more in the metrics)", r.warnings.size() - 1);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
 
 std::vector<StepRecord> Trainer::run() {
   std::vector<StepRecord> records, pending;
   pending.reserve(static_cast<size_t>(window_));
   const auto t0 = std::chrono::steady_clock::now();
+  const double wall0 = wall_s_;
   auto window_t0 = t0;
   const int64_t first = step_;
+  int64_t reported = 0;
   while (step_ < config_.steps && !stop_requested()) {
     pending.push_back(train_step());
     const bool last = step_ == config_.steps;
     const bool eval = (config_.eval_every > 0 && step_ % config_.eval_every == 0) || last;
+    const bool guard = guard_ && guard_->due(step_, eval);
     const bool checkpoint = !config_.out_dir.empty() && config_.checkpoint_every > 0 &&
                             step_ % config_.checkpoint_every == 0 && !last;
-    if (static_cast<int64_t>(pending.size()) < window_ && !last && !eval && !checkpoint &&
+    if (static_cast<int64_t>(pending.size()) < window_ && !last && !eval && !guard && !checkpoint &&
         !stop_requested()) {
       continue;
     }
@@ -246,28 +320,49 @@ std::vector<StepRecord> Trainer::run() {
     const double tokens_per_s =
         static_cast<double>(pending.size() * model_->tokens() * config_.grad_accum) /
         seconds_since(window_t0);
-    for (StepRecord& r : pending) r.tokens_per_s = tokens_per_s;
-    if (eval) pending.back().val_loss = evaluate();
+    // Wall time: the window's steps share its span evenly (a GPU runs them unobserved).
+    const double wall_now = wall0 + seconds_since(t0);
+    for (size_t i = 0; i < pending.size(); ++i) {
+      pending[i].tokens_per_s = tokens_per_s;
+      pending[i].wall_s = wall_s_ + (wall_now - wall_s_) * static_cast<double>(i + 1) /
+                                        static_cast<double>(pending.size());
+    }
+    wall_s_ = wall_now;
+    StepRecord& back = pending.back();
+    // FP8 health of the counted step, read before an evaluation quantizes anew.
+    const bool with_fp8 = back.step == counted_step_;
+    if (with_fp8) {
+      fp8_stats_ = gather_fp8_stats(*model_);
+      back.warnings = fp8_health_warnings(fp8_stats_);
+    }
+    if (eval) back.val_loss = evaluate();
+    const int64_t at = step_;
+    if (guard) guard_check(back);
     window_t0 = std::chrono::steady_clock::now();
     for (const StepRecord& r : pending) {
-      write_metrics(r);
+      write_metrics(r, with_fp8 && &r == &back);
+      ++reported;
       const bool last_of_run = r.step == config_.steps;
-      if (!config_.quiet && (r.step % config_.log_every == 0 || last_of_run || r.val_loss)) {
-        const double elapsed = seconds_since(t0);
-        const double left = elapsed / static_cast<double>(r.step - first) *
+      if (!config_.quiet && (r.step % config_.log_every == 0 || last_of_run || r.val_loss ||
+                             r.skipped || r.guard || !r.warnings.empty())) {
+        const double left = seconds_since(t0) / static_cast<double>(reported) *
                             static_cast<double>(config_.steps - r.step);
-        std::printf("step %6lld/%lld  loss %.4f  lr %.2e  %8.0f tok/s  %5.0fs left",
-                    static_cast<long long>(r.step), static_cast<long long>(config_.steps), r.loss,
-                    r.lr, r.tokens_per_s, left);
-        if (r.val_loss) std::printf("  val %.4f", *r.val_loss);
-        std::printf("\n");
-        std::fflush(stdout);
+        print_progress(r, config_.steps, left);
       }
       records.push_back(r);
       if (on_step) on_step(r);
     }
     pending.clear();
-    if (checkpoint) save();
+    OCTET_CHECK(skipped_in_a_row_ < config_.max_skipped_steps, "train", skipped_in_a_row_,
+                " steps in a row (up to step ", step_,
+                ") had a non-finite loss or gradient norm and were skipped (--max-skipped-steps ",
+                config_.max_skipped_steps, "); stopping. ",
+                config_.out_dir.empty() ? std::string("No checkpoint was written (no --out).")
+                                        : "The last checkpoint in " + config_.out_dir +
+                                              " is intact (the skipped steps changed no weights).",
+                " Lower --lr or --grad-clip, or use --precision bf16.");
+    // A rollback moved the run back: the checkpoint of this step would be the failed one.
+    if (checkpoint && step_ == at) save();
   }
   if (!config_.out_dir.empty() && step_ > first) save();
   return records;

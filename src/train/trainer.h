@@ -1,6 +1,7 @@
 // train/trainer.h: the training loop: micro-batches with gradient accumulation, global
 // gradient clipping, AdamW on fp32 master weights, the cosine schedule, evaluation on
-// the held-out split, metrics, checkpoints, and a clean stop on Ctrl-C.
+// the held-out split, metrics, checkpoints, a clean stop on Ctrl-C, skipped updates on a
+// non-finite loss or gradient norm, and the FP8 convergence guard (train/guard.h).
 // defines: Trainer, request_stop
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "data/loader.h"
 #include "model/llama.h"
 #include "train/config.h"
+#include "train/guard.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
 
@@ -49,8 +51,24 @@ class Trainer {
   void read_back(std::vector<StepRecord>& records);
   int64_t stats_window() const { return window_; }
 
+  // The precision in force (the guard may have switched an fp8 run to bf16).
+  nn::Precision precision() const { return config_.precision; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  const Optimizer& optimizer() const { return *optimizer_; }
+  // Seconds the guard's checks took so far (both evaluations and the weight copy).
+  double guard_seconds() const { return guard_seconds_; }
+  // Test-only fault injection: called in each step after the backward passes, before the
+  // optimizer (a test writes NaN into the gradients here).
+  std::function<void(Trainer&)> after_backward;
+
  private:
-  void write_metrics(const StepRecord& r);
+  void write_metrics(const StepRecord& r, bool with_fp8);
+  double evaluate(model::Llama& m);
+  // train/trainer_guard.cpp: one guard check at the current step, recorded in r, and the
+  // action it calls for.
+  void guard_check(StepRecord& r);
+  // Continues under bf16: from the current weights and moments, or from a checkpoint.
+  void switch_to_bf16(const std::string& checkpoint_dir);
 
   TrainConfig config_;
   std::unique_ptr<model::Llama> model_;
@@ -66,6 +84,18 @@ class Trainer {
   Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;
   MetricsFile metrics_;
+
+  // The guard: a bf16 twin of an fp8 model (it evaluates the fp8 model's master weights
+  // under bf16, and is the model a fallback continues with).
+  std::unique_ptr<Guard> guard_;
+  std::unique_ptr<model::Llama> shadow_;
+  std::string requested_precision_;  // the --precision asked for
+  double guard_seconds_ = 0.0;
+  // FP8 health of the last counted step, and that step.
+  std::vector<LayerFp8Stats> fp8_stats_;
+  int64_t counted_step_ = -1;
+  int64_t skipped_steps_ = 0, skipped_in_a_row_ = 0;
+  double wall_s_ = 0.0;  // training wall time at the last read-back
 };
 
 // Asks a running Trainer::run() to stop after the current step (what Ctrl-C does); it
