@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/json.h"
+#include "train/guard.h"
 #include "octet_commit.h"  // generated at build time by cmake/commit.cmake: OCTET_COMMIT
 
 namespace octet::train {
@@ -73,6 +74,13 @@ Json train_config_json(const TrainConfig& c) {
   j["out"] = c.out_dir;
   j["metrics"] = c.metrics;
   j["resume"] = c.resume;
+  // The guard as the run resolved it: on by default under fp8 only.
+  j["guard"] = c.guard.enabled.value_or(c.precision == nn::Precision::fp8) ? "on" : "off";
+  j["guard_every"] = c.guard.every;
+  j["guard_tolerance"] = c.guard.tolerance;
+  j["guard_patience"] = c.guard.patience;
+  j["guard_action"] = guard_action_name(c.guard.action);
+  j["max_skipped_steps"] = c.max_skipped_steps;
   return j;
 }
 

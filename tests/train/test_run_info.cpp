@@ -34,6 +34,9 @@ TEST(RunInfo, ATrainerWithAnOutDirectoryWritesRunJsonBeforeItsFirstStep) {
   EXPECT_EQ(config.at("grad_accum"), 3);
   EXPECT_EQ(config.at("lr").get<double>(), 1e-2);
   EXPECT_EQ(config.at("out"), c.out_dir);
+  EXPECT_EQ(config.at("guard"), "on");  // the default under fp8
+  EXPECT_EQ(config.at("guard_tolerance").get<double>(), 0.005);
+  EXPECT_EQ(config.at("guard_action"), "rollback");
   EXPECT_EQ(j.at("tokens_per_step"), 2 * 16 * 3);
   EXPECT_EQ(j.at("parameters"), trainer.model().parameter_count());
   EXPECT_EQ(j.at("commit"), build_commit());
