@@ -42,6 +42,8 @@ std::string label(const RunData& run) {
   return p.empty() || p == run.name ? run.name : run.name + " (" + p + ")";
 }
 
+constexpr size_t kGapWindow = 10;  // steps in the training-loss means of the gap plot
+
 // The run every other run's gap is measured against: the first bf16 run, else the first.
 size_t reference_run(const std::vector<RunData>& runs) {
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -149,15 +151,38 @@ Plot gap_plot(const std::vector<RunData>& runs, size_t ref) {
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& run = runs[i];
     if (!run.guard.empty()) tolerance = guard_tolerance(run);
-    Series train{label(run) + " train", palette_color(i), {}, {}};
+    Series train{label(run) + " train (" + std::to_string(kGapWindow) + "-step mean)",
+                 palette_color(i),
+                 {},
+                 {}};
     Series val{label(run) + " val", palette_color(i), {}, {}};
     val.dots = true;
     if (i != ref) {
+      // One step's training loss is one batch's: the gap of the means over the last
+      // kGapWindow steps both runs have (restarted where the steps go back, after a rollback).
+      double sum = 0, ref_sum = 0;
+      std::vector<std::pair<double, double>> window;
+      int64_t last_step = -1;
       for (const RunRecord& r : run.records) {
         const auto it = ref_loss.find(r.step);
+        if (r.step <= last_step) {
+          window.clear();
+          sum = ref_sum = 0;
+        }
+        last_step = r.step;
         if (it == ref_loss.end()) continue;
+        if (std::isfinite(r.loss) && std::isfinite(it->second)) {
+          window.emplace_back(r.loss, it->second);
+          sum += r.loss;
+          ref_sum += it->second;
+          if (window.size() > kGapWindow) {
+            sum -= window.front().first;
+            ref_sum -= window.front().second;
+            window.erase(window.begin());
+          }
+        }
         train.x.push_back(static_cast<double>(r.step));
-        train.y.push_back((r.loss - it->second) / it->second);
+        train.y.push_back(window.empty() ? std::nan("") : sum / ref_sum - 1.0);
         const auto v = ref_val.find(r.step);
         if (v != ref_val.end() && std::isfinite(r.val_loss)) {
           val.x.push_back(static_cast<double>(r.step));

@@ -128,9 +128,12 @@ TEST_F(Report, PlotsLossAgainstStepAndWallTimeTheGapAndThroughput) {
   }
   // Loss against step: a train line per run, plus the fp8 run's second stroke after its
   // rollback (one path, two moves); against wall time, the older run has no line (no wall_s).
-  EXPECT_EQ(count(h, "<path class=\"series\" data-label=\"fp8 train\""), 3u);  // step, wall, gap
+  EXPECT_EQ(count(h, "<path class=\"series\" data-label=\"fp8 train\""), 2u);  // step, wall
   EXPECT_EQ(count(h, "<path class=\"series\" data-label=\"bf16 train\""), 2u);
-  EXPECT_EQ(count(h, "<path class=\"series\" data-label=\"old_format train\""), 2u);
+  EXPECT_EQ(count(h, "<path class=\"series\" data-label=\"old_format train\""), 1u);
+  // The gap plot: the training-loss gap of 10-step means, one line per run but the reference.
+  EXPECT_EQ(count(h, "data-label=\"fp8 train (10-step mean)\""), 1u);
+  EXPECT_EQ(count(h, "data-label=\"old_format train (10-step mean)\""), 1u);
   EXPECT_EQ(count(h, "<path class=\"series\" data-label=\"fp8 guard gap\""), 1u);
   EXPECT_NE(h.find("old_format has no wall_s"), std::string::npos);
 }
