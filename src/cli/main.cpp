@@ -11,6 +11,8 @@ namespace octet::cli {
 void add_train_commands(Commands& commands, CLI::App& octet);    // cli/train.cpp: train, sample
 void add_tokenize_command(Commands& commands, CLI::App& octet);  // cli/tokenize.cpp
 void add_eval_command(Commands& commands, CLI::App& octet);      // cli/eval.cpp
+void add_compare_command(Commands& commands, CLI::App& octet);   // cli/compare.cpp
+void add_report_command(Commands& commands, CLI::App& octet);    // cli/report.cpp
 }  // namespace octet::cli
 
 int main(int argc, char** argv) {
@@ -29,6 +31,8 @@ int main(int argc, char** argv) {
   cli::add_train_commands(commands, app);
   cli::add_tokenize_command(commands, app);
   cli::add_eval_command(commands, app);
+  cli::add_compare_command(commands, app);
+  cli::add_report_command(commands, app);
   bench::add_bench_commands(commands, app);
   app.footer("Ctrl-C during `octet train` writes a checkpoint (with --out) and exits.");
   return cli::run_command_line(app, commands, std::vector<std::string>(argv + 1, argv + argc));

@@ -168,7 +168,8 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                     "a read waits for the GPU)")
           ->check(at_least(1));
   t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
-  t->add_option("--metrics", c->metrics, "JSON-lines file of per-step metrics");
+  t->add_option("--metrics", c->metrics,
+                "JSON-lines file of per-step metrics (default with --out: OUT/metrics.jsonl)");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
   t->add_flag("--extend-schedule", c->extend_schedule,
               "--resume with a larger --steps: re-plan the lr cosine over --steps (by default the "
@@ -209,6 +210,8 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
               nn::precision_name(c->precision) + "; add --precision fp8 or drop --fp8-recipe");
     }
     if (log_every->count() == 0 && c->device != "cpu") c->log_every = 10;
+    // A run directory holds its metrics, for `octet report DIR`.
+    if (c->metrics.empty() && !c->out_dir.empty()) c->metrics = c->out_dir + "/metrics.jsonl";
   });
 
   auto s = std::make_shared<SampleFlags>();

@@ -13,6 +13,7 @@
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
 #include "train/fp8_health.h"
+#include "train/run_info.h"
 
 namespace octet::train {
 namespace {
@@ -183,6 +184,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     model_->init_weights(config.seed);
   }
+  write_run_info(config, *model_);  // <out>/run.json: the config, the commit, the machine
   if (!config.metrics.empty()) {
     metrics_ = MetricsFile(config.metrics, config.resume);
   }

@@ -11,8 +11,8 @@ BUILD = os.environ.get("OCTET_BUILD_DIR", "build")
 OCTET = os.path.join(BUILD, "octet")
 
 # Every command that runs something, and the groups that hold them.
-COMMANDS = [("train",), ("sample",), ("tokenize",), ("eval",), ("bench", "gemm"), ("bench", "step"),
-            ("bench", "attention"), ("bench", "quantize")]
+COMMANDS = [("train",), ("sample",), ("tokenize",), ("eval",), ("compare",), ("report",),
+            ("bench", "gemm"), ("bench", "step"), ("bench", "attention"), ("bench", "quantize")]
 GROUPS = [(), ("bench",)]
 
 
@@ -33,7 +33,8 @@ def test_help_exits_0_with_the_usage_of_that_command(command, flag):
 def test_every_command_lists_its_flags_in_its_help():
     # One flag of each, from the declarations the parser uses.
     expected = {("train",): "--fp8-recipe", ("sample",): "--checkpoint",
-                ("tokenize",): "--vocab-size", ("eval",): "--batches", ("bench", "gemm"): "--sizes",
+                ("tokenize",): "--vocab-size", ("eval",): "--batches", ("compare",): "--target-loss",
+                ("report",): "--output", ("bench", "gemm"): "--sizes",
                 ("bench", "step"): "--print-hf-config", ("bench", "attention"): "--shapes",
                 ("bench", "quantize"): "--counts"}
     for command, flag in expected.items():
@@ -44,7 +45,8 @@ def test_every_command_lists_its_flags_in_its_help():
 # A near miss of a real flag of each command, and the flag it must suggest.
 NEAR_MISSES = {("train",): ("--stepz", "--steps"), ("sample",): ("--tokenz", "--tokens"),
                ("tokenize",): ("--imput", "--input"), ("eval",): ("--precison", "--precision"),
-               ("bench", "gemm"): ("--size", "--sizes"),
+               ("compare",): ("--target-los", "--target-loss"),
+               ("report",): ("--outptu", "--output"), ("bench", "gemm"): ("--size", "--sizes"),
                ("bench", "step"): ("--step", "--steps"),
                ("bench", "attention"): ("--shape", "--shapes"),
                ("bench", "quantize"): ("--count", "--counts")}
@@ -134,6 +136,11 @@ def bad_values(text_file, tmp_dir):
         (("eval", "--checkpoint", tmp_dir, "--data", tmp_dir, "--batches", "-1"), "--batches",
          "got -1"),
         (("eval", "--checkpoint", tmp_dir), "--data", "required"),
+        (("compare", "--target-loss", "abc"), "--target-loss", "got 'abc'"),
+        (("compare", "--target-loss", "2", "--precisions", "bf16,fp4"), "--precisions", "fp4"),
+        (("compare", "--target-loss", "2", "--max-steps", "0"), "--max-steps", "must be >= 1"),
+        (("report", os.path.join(tmp_dir, "no_run")), "runs", "no_run"),
+        (("report",), "runs", "required"),
         (("bench", "gemm", "--reps", "-1"), "--reps", "got -1"),
         (("bench", "gemm", "--impl", "blas"), "--impl", "blas"),
         (("bench", "gemm", "--sizes", "256,x"), "--sizes", "x"),
