@@ -141,6 +141,12 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                     "a read waits for the GPU)")
           ->check(at_least(1));
   t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
+  t->add_option("--keep-last", c->retention.keep_last,
+                "checkpoints kept: the newest N (0: every one); `latest` is always kept")
+      ->check(at_least(0));
+  t->add_option("--keep-every", c->retention.keep_every,
+                "also keep every checkpoint whose step is a multiple of M (0: none)")
+      ->check(at_least(0));
   t->add_option("--metrics", c->metrics, "JSON-lines file of per-step metrics");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");
   t->add_flag("--quiet", c->quiet, "no progress lines");

@@ -11,6 +11,7 @@
 #include "data/synthetic.h"
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
+#include "train/retention.h"
 
 namespace octet::train {
 namespace {
@@ -106,6 +107,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
   stats_.allocate();
 
+  // A run killed while writing a checkpoint left its temporary folder: remove it now
+  // (never one a live process is writing).
+  if (!config.out_dir.empty()) remove_stale_temp_dirs(config.out_dir);
   if (config.resume) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
     const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
@@ -211,7 +215,11 @@ std::string Trainer::save() {
   s.data_position = train_loader_->position();
   s.precision = nn::precision_name(config_.precision);
   s.recipe = config_.recipe.str();
-  return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  const std::string step_dir =
+      save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  // Only now that the new checkpoint and `latest` are complete may older ones go.
+  prune_checkpoints(config_.out_dir, config_.retention);
+  return step_dir;
 }
 
 void Trainer::write_metrics(const StepRecord& r) {
