@@ -11,6 +11,7 @@
 #include "data/synthetic.h"
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
+#include "train/memory_check.h"
 #include "train/retention.h"
 
 namespace octet::train {
@@ -53,6 +54,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   options.batch = config.batch;
   options.seq_len = config.seq_len;
   options.device = device;
+  // Refuse a run that cannot fit now, with its estimate, not at some allocation later.
+  check_run_fits(estimate_run_memory(mc, config.precision, config.batch, config.seq_len), device);
   model_ = std::make_unique<model::Llama>(mc, options);
   const int64_t seq = model_->options().seq_len;
 
