@@ -121,7 +121,11 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   for (const auto& [name, tensor] : model.scaling_state_tensors()) file.read(name, tensor);
   model.scaling_state_loaded();
   const std::string json_path = step_dir + "/trainer_state.json";
-  const Json js = read_json_file(json_path);
+  return trainer_state_from_json(read_json_file(json_path), json_path, model.parameter_count());
+}
+
+TrainerState trainer_state_from_json(const Json& js, const std::string& json_path,
+                                     int64_t parameter_count) {
   check_known_keys(js, {"step", "data_epoch", "data_index", "precision", "recipe", "parameters"},
                    json_path);
   TrainerState s;
@@ -130,8 +134,11 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
   s.precision = get_string(js, "precision", json_path);
   s.recipe = get_string(js, "recipe", json_path);
-  OCTET_CHECK(get_int(js, "parameters", json_path) == model.parameter_count(), "checkpoint",
-              json_path, ": parameters disagrees with the model");
+  OCTET_CHECK(s.step >= 0 && get_int(js, "data_epoch", json_path) >= 0 &&
+                  get_int(js, "data_index", json_path) >= 0,
+              "checkpoint", json_path, ": step, data_epoch and data_index must be >= 0");
+  OCTET_CHECK(get_int(js, "parameters", json_path) == parameter_count, "checkpoint", json_path,
+              ": parameters disagrees with the model");
   return s;
 }
 
