@@ -11,6 +11,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "train/retention.h"
 
 namespace octet::train {
 namespace fs = std::filesystem;
@@ -79,14 +80,16 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
 
 std::string latest_checkpoint(const std::string& dir) {
   const std::string path = dir + "/latest";
-  OCTET_CHECK(fs::exists(path), "checkpoint", path,
+  std::error_code ec;  // the error_code forms: a bad name is an octet::Error, never a throw
+  OCTET_CHECK(fs::exists(path, ec), "checkpoint", path,
               ": no checkpoint to resume from (the file naming the latest one is missing)");
   std::string name = read_text_file(path);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  OCTET_CHECK(!name.empty() && name.find('/') == std::string::npos, "checkpoint", path,
-              ": expected a step directory name, got '", name, "'");
+  OCTET_CHECK(checkpoint_step_of(name).has_value(), "checkpoint", path,
+              ": expected a step directory name (step_NNNNNNNN), got '",
+              name.size() > 64 ? name.substr(0, 64) + "..." : name, "'");
   const std::string step_dir = dir + "/" + name;
-  OCTET_CHECK(fs::is_directory(step_dir), "checkpoint", path, " names ", step_dir,
+  OCTET_CHECK(fs::is_directory(step_dir, ec), "checkpoint", path, " names ", step_dir,
               ", which does not exist");
   return step_dir;
 }

@@ -2,8 +2,12 @@
 // checkpoint writes come back, and a damaged file is refused naming it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.h"
 #include "io/json.h"
+#include "temp_dir.h"
 #include "train/checkpoint.h"
 
 namespace octet::train {
@@ -37,6 +41,29 @@ TEST(TrainerStateJson, RefusesNegativePositionsAndAnotherModel) {
   Json extra = parse_json(kGood);
   extra["stepp"] = 1;
   EXPECT_THROW(trainer_state_from_json(extra, "ts.json", 100), Error);
+}
+
+// Found by fuzz/fuzz_trainer_state.cpp: a `latest` naming something longer than NAME_MAX made
+// std::filesystem throw its own error (octet exit code 3) instead of an octet::Error.
+TEST(LatestFile, ANameThatIsNoStepDirectoryIsRefusedNamingTheFile) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.file("step_00000002"));
+  for (const std::string& bad : {std::string(300, 'a'), std::string("../elsewhere"),
+                                 std::string("step_2x"), std::string("")}) {
+    std::ofstream(dir.file("latest")) << bad << "\n";
+    try {
+      latest_checkpoint(dir.path().string());
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(dir.file("latest") + ": expected a step directory name"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  std::ofstream(dir.file("latest")) << "step_00000002\n";
+  EXPECT_EQ(latest_checkpoint(dir.path().string()), dir.file("step_00000002"));
+  std::ofstream(dir.file("latest")) << "step_00000004\n";
+  EXPECT_THROW(latest_checkpoint(dir.path().string()), Error);
 }
 
 }  // namespace
