@@ -3,10 +3,12 @@ BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 CUDASIM_BUILD ?= build-cudasim
 CUDASIM_TSAN_BUILD ?= build-cudasim-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build test test-sanitize test-cudasim test-cudasim-tsan demo bench format clean
+.PHONY: all setup build test test-sanitize test-cudasim test-cudasim-tsan fuzz fuzz-check demo bench format clean
 
 all: build
 
@@ -41,6 +43,18 @@ test-cudasim-tsan: setup
 	cmake --build $(CUDASIM_TSAN_BUILD) -j $(JOBS)
 	cd $(CUDASIM_TSAN_BUILD) && OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS) -L gpu --timeout 1800
 
+# libFuzzer harnesses of every parser of outside input (fuzz/), built with clang, ASan and
+# UBSan, each run FUZZ_SECONDS (docs/reliability.md records the runs).
+fuzz: setup
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DOCTET_FUZZ=ON -DOCTET_SANITIZE=ON -DOCTET_CUDA=OFF -DOCTET_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# CI's regression check: each harness briefly, from the seeds and what earlier runs found.
+fuzz-check:
+	$(MAKE) fuzz FUZZ_SECONDS=20
+
 # The main job: the tiny LLaMA trained on the synthetic corpus in bf16 and in fp8,
 # both final validation losses printed next to the corpus' entropy floor.
 demo: build
@@ -54,4 +68,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(CUDASIM_BUILD) $(CUDASIM_TSAN_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(CUDASIM_BUILD) $(CUDASIM_TSAN_BUILD) $(FUZZ_BUILD)

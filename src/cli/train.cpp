@@ -1,5 +1,8 @@
 // cli/train.cpp: `octet train` (a training run from flags) and `octet sample`
 // (tokens from a checkpoint): their flags, each declared once, and what they run.
+#include <signal.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -25,11 +28,30 @@
 namespace octet::cli {
 namespace {
 
-void on_sigint(int) {
+// SIGINT (Ctrl-C) or SIGTERM: stop after this step, write a checkpoint, exit 0. A second one
+// (while that checkpoint is written, say) exits at once with 128 + signal: the checkpoint
+// being written is a temporary folder the next start removes, and the previous one and
+// `latest` are untouched.
+void on_stop_signal(int sig) {
+  if (train::stop_requested()) {
+    static const char msg[] = "\noctet: second signal: exiting now, without a checkpoint\n";
+    const ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    ::_exit(128 + sig);
+  }
   train::request_stop();
 }
 
-// Runs the training `c` describes: progress on stdout, 130 when stopped by Ctrl-C.
+void set_stop_handlers(void (*handler)(int)) {
+  struct sigaction sa = {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// Runs the training `c` describes: progress on stdout; 0 also when stopped by SIGINT or
+// SIGTERM (after writing a checkpoint where --out is set).
 int train(const train::TrainConfig& c) {
   train::Trainer trainer(c);
   const model::Llama& m = trainer.model();
@@ -43,13 +65,13 @@ int train(const train::TrainConfig& c) {
   std::fflush(stdout);
 
   train::clear_stop_request();
-  std::signal(SIGINT, on_sigint);
+  set_stop_handlers(on_stop_signal);
   const auto records = trainer.run();
-  std::signal(SIGINT, SIG_DFL);
+  set_stop_handlers(SIG_DFL);
   if (train::stop_requested()) {
     std::printf("stopped at step %lld%s\n", static_cast<long long>(trainer.step()),
                 c.out_dir.empty() ? "" : "; checkpoint written");
-    return 130;
+    return 0;
   }
   if (trainer.precision() != c.precision) {
     std::printf(
@@ -168,6 +190,12 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                     "a read waits for the GPU)")
           ->check(at_least(1));
   t->add_option("--out", c->out_dir, "directory of the checkpoints (none when not given)");
+  t->add_option("--keep-last", c->retention.keep_last,
+                "checkpoints kept: the newest N (0: every one); `latest` is always kept")
+      ->check(at_least(0));
+  t->add_option("--keep-every", c->retention.keep_every,
+                "also keep every checkpoint whose step is a multiple of M (0: none)")
+      ->check(at_least(0));
   t->add_option("--metrics", c->metrics,
                 "JSON-lines file of per-step metrics (default with --out: OUT/metrics.jsonl)");
   t->add_flag("--resume", c->resume, "continue from the latest checkpoint in --out");

@@ -1,7 +1,8 @@
 // core/device_backend.h: the few CUDA runtime calls core/ needs, behind plain
 // functions so that core compiles without CUDA (device_nocuda.cpp) and with it
 // (device_cuda.cpp). Internal to core/.
-// defines: detail::cuda_alloc, cuda_free, cuda_copy, cuda_count, cuda_sync
+// defines: detail::cuda_alloc, cuda_free, cuda_copy, cuda_count, cuda_sync,
+//          cuda_mem_info
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,8 @@ void cuda_sync();
 void* cuda_stream() noexcept;
 void cuda_set_stream(void* stream) noexcept;
 bool cuda_in_build() noexcept;
+// Free and total bytes of `device` (cudaMemGetInfo); false where unknown (no CUDA, cudasim).
+bool cuda_mem_info(int device, size_t* free_bytes, size_t* total_bytes) noexcept;
 
 // Buffer's memory accounting (core/device.cpp).
 void count_allocation(Device device, size_t bytes);

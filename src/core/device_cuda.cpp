@@ -114,4 +114,18 @@ bool cuda_in_build() noexcept {
   return true;
 }
 
+bool cuda_mem_info(int device, size_t* free_bytes, size_t* total_bytes) noexcept {
+#ifdef OCTET_CUDASIM
+  (void)device, (void)free_bytes, (void)total_bytes;
+  return false;  // the emulated device has no memory of its own to ask about
+#else
+  if (device < 0 || device >= cuda_count() || cudaSetDevice(device) != cudaSuccess) return false;
+  if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+#endif
+}
+
 }  // namespace octet::detail

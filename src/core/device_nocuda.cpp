@@ -34,5 +34,8 @@ void cuda_set_stream(void*) noexcept {}
 bool cuda_in_build() noexcept {
   return false;
 }
+bool cuda_mem_info(int, size_t*, size_t*) noexcept {
+  return false;
+}
 
 }  // namespace octet::detail

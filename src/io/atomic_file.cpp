@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "io/fault_injection.h"
 
 namespace octet {
 namespace {
@@ -67,6 +68,9 @@ void AtomicFile::write(const void* data, size_t bytes) {
   OCTET_CHECK(file_ != nullptr, "io", "cannot write to ", path_,
               committed_ ? " after commit()" : " after a failed commit()");
   if (bytes == 0) return;
+  if (const int err = io_fault_before_write(bytes)) {
+    fail_os("writing " + temp_path_ + " (for " + path_ + ") failed", err);
+  }
   if (std::fwrite(data, 1, bytes, file_) != bytes) {
     fail_os("writing " + temp_path_ + " (for " + path_ + ") failed", errno);
   }

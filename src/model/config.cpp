@@ -41,6 +41,19 @@ void LlamaConfig::validate(std::string_view where) const {
   OCTET_CHECK(rms_norm_eps > 0.0, "config", w, ": rms_norm_eps must be positive, got ",
               rms_norm_eps);
   OCTET_CHECK(rope_theta > 0.0, "config", w, ": rope_theta must be positive, got ", rope_theta);
+  // Sizes whose products would overflow int64 (parameter counts, byte offsets) are refused
+  // here, counted in double, so that every product computed from a valid config is defined.
+  const double d = static_cast<double>(hidden_size), f = static_cast<double>(intermediate_size);
+  const double hd = static_cast<double>(head_dim());
+  const double qkv =
+      (static_cast<double>(num_attention_heads) + 2.0 * static_cast<double>(num_key_value_heads)) *
+      hd;
+  const double params =
+      static_cast<double>(vocab_size) * d * 2 +
+      static_cast<double>(num_hidden_layers) * (d * qkv + d * d + 3 * d * f + 2 * d);
+  OCTET_CHECK(params <= 0x1p48 && max_position_embeddings <= (int64_t{1} << 31), "config", w,
+              ": the model is too large: about ", params, " parameters (at most 2^48) and ",
+              max_position_embeddings, " positions (at most 2^31)");
 }
 
 namespace {

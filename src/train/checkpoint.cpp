@@ -11,6 +11,7 @@
 #include "io/json_fields.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "train/retention.h"
 #include "train/run_links.h"
 
 namespace octet::train {
@@ -91,14 +92,16 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
 
 std::string latest_checkpoint(const std::string& dir) {
   const std::string path = dir + "/latest";
-  OCTET_CHECK(fs::exists(path), "checkpoint", path,
+  std::error_code ec;  // the error_code forms: a bad name is an octet::Error, never a throw
+  OCTET_CHECK(fs::exists(path, ec), "checkpoint", path,
               ": no checkpoint to resume from (the file naming the latest one is missing)");
   std::string name = read_text_file(path);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  OCTET_CHECK(!name.empty() && name.find('/') == std::string::npos, "checkpoint", path,
-              ": expected a step directory name, got '", name, "'");
+  OCTET_CHECK(checkpoint_step_of(name).has_value(), "checkpoint", path,
+              ": expected a step directory name (step_NNNNNNNN), got '",
+              name.size() > 64 ? name.substr(0, 64) + "..." : name, "'");
   const std::string step_dir = dir + "/" + name;
-  OCTET_CHECK(fs::is_directory(step_dir), "checkpoint", path, " names ", step_dir,
+  OCTET_CHECK(fs::is_directory(step_dir, ec), "checkpoint", path, " names ", step_dir,
               ", which does not exist");
   return step_dir;
 }
@@ -126,25 +129,7 @@ void load_model_weights(const std::string& step_dir, model::Llama& model) {
 
 TrainerState read_trainer_state(const std::string& step_dir) {
   const std::string json_path = step_dir + "/trainer_state.json";
-  const Json js = read_json_file(json_path);
-  check_known_keys(js,
-                   {"step", "data_epoch", "data_index", "precision", "recipe", "parameters",
-                    "requested_precision", "wall_s", "skipped_steps", "guard_passed",
-                    "schedule_steps"},
-                   json_path);
-  TrainerState s;
-  s.step = get_int(js, "step", json_path);
-  s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
-  s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
-  s.precision = get_string(js, "precision", json_path);
-  s.recipe = get_string(js, "recipe", json_path);
-  // Written since the convergence guard; absent from older checkpoints.
-  s.requested_precision = get_string_or(js, "requested_precision", "", json_path);
-  s.wall_s = get_number_or(js, "wall_s", 0.0, json_path);
-  s.skipped_steps = get_int_or(js, "skipped_steps", 0, json_path);
-  s.guard_passed = get_bool_or(js, "guard_passed", false, json_path);
-  s.schedule_steps = get_int_or(js, "schedule_steps", 0, json_path);  // absent before resume kept it
-  return s;
+  return trainer_state_from_json(read_json_file(json_path), json_path, -1);
 }
 
 TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, const Tensor& m,
@@ -156,10 +141,33 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
   for (const auto& [name, tensor] : model.scaling_state_tensors()) file.read(name, tensor);
   model.scaling_state_loaded();
   const std::string json_path = step_dir + "/trainer_state.json";
-  const Json js = read_json_file(json_path);
-  TrainerState s = read_trainer_state(step_dir);
-  OCTET_CHECK(get_int(js, "parameters", json_path) == model.parameter_count(), "checkpoint",
-              json_path, ": parameters disagrees with the model");
+  return trainer_state_from_json(read_json_file(json_path), json_path, model.parameter_count());
+}
+
+TrainerState trainer_state_from_json(const Json& js, const std::string& json_path,
+                                     int64_t parameter_count) {
+  check_known_keys(
+      js,
+      {"step", "data_epoch", "data_index", "precision", "recipe", "parameters",
+       "requested_precision", "wall_s", "skipped_steps", "guard_passed", "schedule_steps"},
+      json_path);
+  TrainerState s;
+  s.step = get_int(js, "step", json_path);
+  s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
+  s.data_position.index = static_cast<uint64_t>(get_int(js, "data_index", json_path));
+  s.precision = get_string(js, "precision", json_path);
+  s.recipe = get_string(js, "recipe", json_path);
+  OCTET_CHECK(s.step >= 0 && get_int(js, "data_epoch", json_path) >= 0 &&
+                  get_int(js, "data_index", json_path) >= 0,
+              "checkpoint", json_path, ": step, data_epoch and data_index must be >= 0");
+  OCTET_CHECK(parameter_count < 0 || get_int(js, "parameters", json_path) == parameter_count,
+              "checkpoint", json_path, ": parameters disagrees with the model");
+  // Written since the convergence guard and the kept schedule; absent from older checkpoints.
+  s.requested_precision = get_string_or(js, "requested_precision", "", json_path);
+  s.wall_s = get_number_or(js, "wall_s", 0.0, json_path);
+  s.skipped_steps = get_int_or(js, "skipped_steps", 0, json_path);
+  s.guard_passed = get_bool_or(js, "guard_passed", false, json_path);
+  s.schedule_steps = get_int_or(js, "schedule_steps", 0, json_path);
   return s;
 }
 

@@ -5,7 +5,7 @@
 // trained on shards that carry one} and <dir>/latest naming the newest, with links to its
 // HF files beside it (train/run_links.h).
 // defines: TrainerState, read_trainer_state, save_checkpoint, load_checkpoint, latest_checkpoint,
-// load_model_weights
+//          load_model_weights, trainer_state_from_json
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 
 #include "core/tensor.h"
 #include "data/loader.h"
+#include "io/json_fwd.h"
 #include "model/llama.h"
 
 namespace octet::train {
@@ -47,6 +48,11 @@ std::string latest_checkpoint(const std::string& dir);
 // Reads the model weights of a step directory (model.safetensors) into model.master()
 // and syncs the working weights. Every parameter must be present with its shape.
 void load_model_weights(const std::string& step_dir, model::Llama& model);
+
+// The trainer_state.json of a checkpoint (`where` names it in errors): every field present,
+// no unknown ones, and `parameters` equal to `parameter_count` (not checked when it is < 0).
+TrainerState trainer_state_from_json(const Json& js, const std::string& where,
+                                     int64_t parameter_count);
 
 // Reads everything save_checkpoint wrote back into model, m, v; returns the state.
 TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, const Tensor& m,

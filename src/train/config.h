@@ -9,6 +9,7 @@
 
 #include "fp8/recipe.h"
 #include "nn/precision.h"
+#include "train/retention.h"
 
 namespace octet::train {
 
@@ -64,6 +65,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps; 0: only at the end (and on Ctrl-C)
   int64_t log_every = 1;         // progress lines
   std::string out_dir;           // checkpoints; empty: none
+  RetentionPolicy retention;     // which checkpoints stay (--keep-last, --keep-every)
   std::string metrics;           // JSON lines file; empty: none
   bool resume = false;           // continue from out_dir's latest checkpoint
   // The number of steps the cosine is planned over; 0: steps. A resumed run keeps the

@@ -13,6 +13,8 @@
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
 #include "train/fp8_health.h"
+#include "train/memory_check.h"
+#include "train/retention.h"
 #include "train/run_info.h"
 
 namespace octet::train {
@@ -94,6 +96,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   options.batch = config.batch;
   options.seq_len = config.seq_len;
   options.device = device;
+  // Refuse a run that cannot fit now, with its estimate, not at some allocation later.
+  check_run_fits(estimate_run_memory(mc, config.precision, config.batch, config.seq_len), device);
   model_ = std::make_unique<model::Llama>(mc, options);
   const int64_t seq = model_->options().seq_len;
 
@@ -156,6 +160,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
   stats_.allocate();
 
+  // A run killed while writing a checkpoint left its temporary folder: remove it now
+  // (never one a live process is writing).
+  if (!config.out_dir.empty()) remove_stale_temp_dirs(config.out_dir);
   const bool fp8 = config_.precision == nn::Precision::fp8;
   if (fp8 && config.guard.enabled.value_or(true)) {
     model::ModelOptions bf16 = options;
@@ -297,7 +304,18 @@ std::string Trainer::save() {
   s.wall_s = wall_s_;
   s.skipped_steps = skipped_steps_;
   s.guard_passed = guard_ && guard_->last_passed();
-  return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  const std::string step_dir =
+      save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  // Only now that the new checkpoint and `latest` are complete may older ones go; the one a
+  // guard rollback would reload stays whatever its age.
+  std::vector<std::string> keep;
+  if (guard_) {
+    if (const auto passed = last_passed_checkpoint(config_.out_dir, step_)) {
+      keep.push_back(std::filesystem::path(passed->dir).filename().string());
+    }
+  }
+  prune_checkpoints(config_.out_dir, config_.retention, keep);
+  return step_dir;
 }
 
 void Trainer::write_metrics(const StepRecord& r, bool with_fp8) {
