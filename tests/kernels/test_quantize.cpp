@@ -328,6 +328,49 @@ TEST_P(QuantizeKernel, MultiTileOddShapesMatchTheCpuKernelBitForBit) {
   }
 }
 
+// Per-row scales on rows longer than a warp covers (32 threads x 4 vectors of 16 bytes: 512
+// f32 or 1024 bf16 columns) take the per-row kernel's block-wide branch: the block's warps
+// combine their amax through shared memory, the row stays in registers up to 256 x 4 vectors
+// (4096 f32, 8192 bf16 columns) and is read a second time past that. The widths are odd and
+// sit just past each bound for one input type or the other; aligned and misaligned (element
+// loads), with and without counts, under both FP8 encoders on a GPU; bit for bit against the
+// CPU kernel (the CPU instance: against the reference).
+TEST_P(QuantizeKernel, LongRowsWithPerRowScalesMatchTheCpuKernelBitForBit) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t shapes[][2] = {{3, 513}, {5, 1031}, {2, 4099}, {3, 8201}};
+  int turn = 0;
+  for (const char* cvt : testing::fp8_cvt_modes(device)) {
+    const testing::ScopedEnv env("OCTET_CUDA_FP8_CVT", cvt);
+    for (DType in : {DType::f32, DType::bf16}) {
+      for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+        for (const auto& shape : shapes) {
+          const int t = turn++;
+          const int64_t rows = shape[0], cols = shape[1];
+          QuantizeRun run = testing::make_run(testing::kRowGrid, fp8, in, false);
+          run.counts = t % 2 == 0;
+          run.misaligned = t % 3 == 2;
+          const testing::Distribution d = testing::kDistributions[t % 3];
+          const std::vector<float> x = testing::random_matrix(d, rows * cols, in, rng);
+          SCOPED_TRACE(std::string("OCTET_CUDA_FP8_CVT=") + cvt + " " + dtype_name(in) + "->" +
+                       dtype_name(fp8) + " [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                       "] " + testing::distribution_name(d) + (run.counts ? " counts" : "") +
+                       (run.misaligned ? " misaligned" : ""));
+          const Quantized got = testing::quantize_on(device, x, rows, cols, run);
+          if (device.is_cpu()) {
+            expect_matches_reference(got, x, rows, cols, run);
+          } else {
+            expect_same_outputs(got, testing::quantize_on(Device::cpu(), x, rows, cols, run), rows,
+                                cols, run);
+          }
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, QuantizeKernel, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
 

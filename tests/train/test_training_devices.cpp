@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/buffer.h"
 #include "model/llama.h"
+#include "temp_dir.h"
 #include "testing.h"
 #include "train/trainer.h"
 #include "training_testing.h"
@@ -130,29 +133,54 @@ TEST(CudaTraining, Fp32StepsFollowTheCpuStepForStep) {
   }
 }
 
+// The run that must reach the entropy floor. On a GPU: tiny, 300 steps of 8 x 64 tokens on
+// the 64-token corpus, as the CPU test. On the emulated device (about 30 minutes for that) the
+// same architecture shrunk where it costs emulated time and proves nothing more: a 16-token
+// vocabulary and 16 positions (tiny's width, depth, heads, GQA and MLP unchanged, so every
+// kernel runs with the same block shapes), on a 16-token order-1 source, 80 steps of 8 x 16
+// tokens. On the CPU this configuration ends 2.7-3.8% above the floor (seeds 1-3, bf16 and
+// fp8); 40 or 60 steps ended up to 6.8% or 5.0% above it, so 80 leaves the margin.
+TrainConfig floor_run(const testing::TempDir& dir, nn::Precision precision) {
+#if defined(OCTET_CUDASIM)
+  const std::string model = dir.file("tiny16.json");
+  std::ofstream(model) << R"({"vocab_size": 16, "hidden_size": 64, "intermediate_size": 176,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 16})";
+  TrainConfig c = tiny_run(model, precision, 80);
+  c.data.markov_vocab = 16;
+  c.data.train_tokens = 1 << 16;
+  c.batch = 8;
+  c.seq_len = 16;
+  c.warmup = 5;
+#else
+  (void)dir;
+  TrainConfig c = tiny_run("tiny", precision, 300);
+#endif
+  c.device = "cuda";
+  return c;
+}
+
 TEST(CudaTraining, Bf16AndFp8ReachTheEntropyFloorOnTheGpu) {
   OCTET_SKIP_WITHOUT(Device::cuda(0));
-#if defined(OCTET_CUDASIM)
-  // 2 x 300 steps at ~3 s a step on the emulated device: over CI's budget. Reported as
-  // skipped (never as passed); scripts/gpu-check.sh runs it on a real GPU.
-  GTEST_SKIP() << "600 emulated training steps take about 30 minutes; run on a real GPU";
-#endif
+  testing::TempDir dir;
   double val[2] = {0, 0}, floor = 0;
   const nn::Precision precisions[2] = {nn::Precision::bf16, nn::Precision::fp8};
   for (int i = 0; i < 2; ++i) {
-    TrainConfig c = tiny_run("tiny", precisions[i], 300);
-    c.device = "cuda";
+    const TrainConfig c = floor_run(dir, precisions[i]);
     Trainer trainer(c);
     const auto records = trainer.run();
-    ASSERT_EQ(records.size(), 300u);
+    ASSERT_EQ(records.size(), static_cast<size_t>(c.steps));
     ASSERT_TRUE(records.back().val_loss.has_value());
     val[i] = *records.back().val_loss;
     floor = *trainer.loss_floor();
     std::printf("[ result   ] cuda %s val_loss %.4f (floor %.4f)\n",
                 nn::precision_name(precisions[i]), val[i], floor);
   }
-  // The CPU test's criteria (Training.Fp32ReachesTheEntropyFloor and
-  // Training.Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16).
+  // The CPU tests' criteria (Training.Fp32ReachesTheEntropyFloor and
+  // Training.Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16):
+  // within 5% of the floor (the validation estimate over 8 batches, 8 x 512 tokens on a GPU,
+  // 8 x 128 emulated, has a standard error of about 0.02 and 0.03 nats, inside the 5% = 0.06
+  // nats margin), and fp8 within 1% of bf16.
   for (int i = 0; i < 2; ++i) EXPECT_LE(val[i], 1.05 * floor) << nn::precision_name(precisions[i]);
   EXPECT_LE(std::abs(val[1] - val[0]), 0.01 * val[0]);
 }
