@@ -51,6 +51,7 @@ struct TrainConfig {
   std::string metrics;           // JSON lines file; empty: none
   bool resume = false;           // continue from out_dir's latest checkpoint
   bool quiet = false;            // no progress lines
+  int zero = -1;  // data parallel: 0 (all-reduce) or 1 (sharded AdamW state); -1: 1 on > 1 rank
 };
 
 // Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at `steps`.

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "data/synthetic.h"
+#include "dist/comm.h"
+#include "dist/data_parallel.h"
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
 
@@ -41,7 +43,15 @@ double lr_at(const TrainConfig& c, int64_t step) {
   return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(3.141592653589793 * progress));
 }
 
-Trainer::Trainer(const TrainConfig& config) : config_(config) {
+Trainer::Trainer(const TrainConfig& config) : Trainer(config, nullptr) {}
+
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
+    : config_(config), comm_(comm ? std::move(comm) : dist::single_process()) {
+  const int rank = comm_->rank(), world = comm_->size();
+  if (rank != 0) {  // one progress line and one metrics file: rank 0's
+    config_.quiet = true;
+    config_.metrics.clear();
+  }
   const Device device = device_from_name(config.device);
   OCTET_CHECK(config.batch > 0 && config.grad_accum > 0 && config.steps >= 0, "train",
               "batch and grad_accum must be positive and steps >= 0");
@@ -56,10 +66,18 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   const int64_t seq = model_->options().seq_len;
 
   // Data: the loaders run on the host; batches are copied to the device.
-  const data::LoaderConfig train_lc{
-      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = true};
-  const data::LoaderConfig val_lc{
-      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = false};
+  const data::LoaderConfig train_lc{.batch = config.batch,
+                                    .seq_len = seq,
+                                    .seed = config.seed,
+                                    .shuffle = true,
+                                    .rank = rank,
+                                    .world = world};
+  const data::LoaderConfig val_lc{.batch = config.batch,
+                                  .seq_len = seq,
+                                  .seed = config.seed,
+                                  .shuffle = false,
+                                  .rank = rank,
+                                  .world = world};
   if (config.data.source == "synthetic") {
     data::MarkovConfig markov;
     markov.vocab =
@@ -88,7 +106,14 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   }
 
   const int64_t t = model_->tokens();
-  optimizer_ = std::make_unique<Optimizer>(*model_, config);
+  if (world > 1) {
+    const dist::AdamWConfig adamw{config.beta1, config.beta2, config.eps, config.weight_decay,
+                                  config.grad_clip};
+    dp_ = std::make_unique<dist::DataParallel>(comm_, *model_, config.zero < 0 ? 1 : config.zero,
+                                               adamw);
+  } else {
+    optimizer_ = std::make_unique<Optimizer>(*model_, config);
+  }
   batch_ = Buffer(device, static_cast<size_t>(2 * t) * 4);
   inputs_ = batch_.view(DType::i32, {config.batch, seq}, 0);
   targets_ = batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
@@ -108,8 +133,9 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
 
   if (config.resume) {
     OCTET_CHECK(!config.out_dir.empty(), "train", "--resume needs --out DIR");
-    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
-                                           optimizer_->m(), optimizer_->v());
+    const auto [m, v] = dp_ ? dp_->full_moments() : std::pair{optimizer_->m(), optimizer_->v()};
+    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_, m, v);
+    if (dp_) dp_->moments_loaded();
     // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
     std::string stored_recipe = s.recipe;
     std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');
@@ -122,8 +148,8 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     model_->init_weights(config.seed);
   }
-  if (!config.metrics.empty()) {
-    metrics_ = MetricsFile(config.metrics, config.resume);
+  if (!config_.metrics.empty()) {
+    metrics_ = MetricsFile(config_.metrics, config.resume);
   }
 }
 
@@ -154,7 +180,7 @@ StepRecord Trainer::train_step() {
   m.set_fp8_counting(next == config_.steps ||
                      (config_.eval_every > 0 && next % config_.eval_every == 0));
   m.zero_grads();
-  const double tokens = static_cast<double>(m.tokens() * config_.grad_accum);
+  const double tokens = static_cast<double>(m.tokens() * config_.grad_accum * comm_->size());
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     load_batch(*train_loader_, inputs_, targets_, host_inputs_, host_targets_);
     m.forward(inputs_, targets_, static_cast<float>(1.0 / tokens), loss, 1.0 / tokens);
@@ -163,7 +189,12 @@ StepRecord Trainer::train_step() {
   ++step_;
 
   const float lr = static_cast<float>(lr_at(config_, step_));
-  optimizer_->step(step_, lr, sum_sq);
+  if (dp_) {
+    dp_->sum_over_ranks(loss);
+    dp_->step(step_, lr, sum_sq);
+  } else {
+    optimizer_->step(step_, lr, sum_sq);
+  }
 
   StepRecord r;
   r.step = step_;
@@ -194,11 +225,12 @@ double Trainer::evaluate() {
   const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
   const Tensor loss = stats_.tensor(eval_loss_);
   zero_bytes(loss.data, loss.device, 4);
-  const double weight = 1.0 / static_cast<double>(model_->tokens() * batches);
+  const double weight = 1.0 / static_cast<double>(model_->tokens() * batches * comm_->size());
   for (int64_t i = 0; i < batches; ++i) {
     load_batch(*val_loader_, inputs_, targets_, host_inputs_, host_targets_);
     model_->forward(inputs_, targets_, 0.0f, loss, weight);
   }
+  if (dp_) dp_->sum_over_ranks(loss);
   float mean = 0.0f;
   copy_bytes(&mean, Device::cpu(), loss.data, loss.device, 4);
   return mean;
@@ -211,7 +243,13 @@ std::string Trainer::save() {
   s.data_position = train_loader_->position();
   s.precision = nn::precision_name(config_.precision);
   s.recipe = config_.recipe.str();
-  return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  if (!dp_) return save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  // Every rank holds the whole master; the moments are gathered, rank 0 writes the files.
+  const auto [m, v] = dp_->full_moments();
+  if (comm_->rank() == 0) save_checkpoint(config_.out_dir, *model_, m, v, s);
+  dp_->drop_full_moments();
+  comm_->barrier();
+  return latest_checkpoint(config_.out_dir);
 }
 
 void Trainer::write_metrics(const StepRecord& r) {
@@ -241,9 +279,9 @@ std::vector<StepRecord> Trainer::run() {
     }
     // Read back the window's numbers (this waits for the GPU), then report each step.
     read_back(pending);
-    const double tokens_per_s =
-        static_cast<double>(pending.size() * model_->tokens() * config_.grad_accum) /
-        seconds_since(window_t0);
+    const double tokens_per_s = static_cast<double>(pending.size() * model_->tokens() *
+                                                    config_.grad_accum * comm_->size()) /
+                                seconds_since(window_t0);
     for (StepRecord& r : pending) r.tokens_per_s = tokens_per_s;
     if (eval) pending.back().val_loss = evaluate();
     window_t0 = std::chrono::steady_clock::now();
