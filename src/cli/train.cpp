@@ -32,7 +32,7 @@ int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& com
 // mpirun, data parallel over the launched ranks; an error on any rank is printed with its
 // rank and ends every rank.
 int train(const train::TrainConfig& c) {
-  const std::shared_ptr<dist::Comm> comm = dist::launch();
+  const std::shared_ptr<dist::Comm> comm = dist::launch(device_from_name(c.device));
   if (comm->size() == 1) return train_on(c, comm);
   try {
     return train_on(c, comm);

@@ -59,4 +59,10 @@ std::shared_ptr<Comm> launch() {
   return mpi_world();
 }
 
+std::shared_ptr<Comm> launch(Device device) {
+  std::shared_ptr<Comm> world = launch();
+  if (world->size() == 1 || device.is_cpu()) return world;
+  return nccl_world(std::move(world));
+}
+
 }  // namespace octet::dist

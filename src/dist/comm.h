@@ -1,8 +1,8 @@
 // dist/comm.h: the collectives data parallelism needs, behind one interface: a single
 // process (no communication), MPI for CPU tensors (comm_mpi.cpp), and the partition of a
-// flat buffer into one contiguous shard per rank.
+// flat buffer into one contiguous shard per rank. NCCL for CUDA tensors: comm_nccl.cpp.
 // defines: ReduceOp, Partition, Comm, single_process, mpi_compiled, launched_under_mpi,
-//          launch, mpi_world
+//          launch, mpi_world, nccl_compiled, nccl_world
 #pragma once
 
 #include <cstdint>
@@ -71,5 +71,12 @@ bool launched_under_mpi();
 std::shared_ptr<Comm> launch();
 // MPI's world communicator; initialises MPI when nothing has (tests call it directly).
 std::shared_ptr<Comm> mpi_world();
+// Whether this build has NCCL (CUDA, nccl.h and MPI found).
+bool nccl_compiled();
+// An NCCL communicator over bootstrap's ranks (its ncclUniqueId broadcast over bootstrap),
+// for CUDA tensors on the current device, queued on octet's CUDA stream.
+std::shared_ptr<Comm> nccl_world(std::shared_ptr<Comm> bootstrap);
+// launch(), and on a CUDA device with more than one rank the NCCL communicator over it.
+std::shared_ptr<Comm> launch(Device device);
 
 }  // namespace octet::dist
