@@ -81,3 +81,16 @@ def test_a_rank_killed_with_sigkill_ends_the_other_within_60_s_naming_it():
     # Open MPI's launcher names the rank that died.
     assert "rank 1" in rest and "signal 9" in rest, rest
     print(f"mpirun ended {elapsed:.2f} s after rank 1 was killed")
+
+
+def test_progress_lines_and_metrics_come_from_rank_0_only(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    proc = subprocess.run(mpirun(*TRAIN, "--steps", "3", "--metrics", str(metrics)),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=120, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert "data parallel over 2 ranks (mpi), --zero 1, global batch 4" in proc.stdout
+    steps = [l for l in proc.stdout.splitlines() if l.startswith("step")]
+    assert [s.split()[1] for s in steps] == ["1/3", "2/3", "3/3"], proc.stdout
+    assert proc.stdout.count("final val_loss") == 1
+    assert len(metrics.read_text().splitlines()) == 3
