@@ -16,6 +16,7 @@
 #include "cli/sample_text.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "dist/comm.h"
 #include "fp8/recipe.h"
 #include "io/json.h"
 #include "model/llama.h"
@@ -50,11 +51,35 @@ void set_stop_handlers(void (*handler)(int)) {
   ::sigaction(SIGTERM, &sa, nullptr);
 }
 
+int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& comm);
+
 // Runs the training `c` describes: progress on stdout; 0 also when stopped by SIGINT or
-// SIGTERM (after writing a checkpoint where --out is set).
+// SIGTERM (after writing a checkpoint where --out is set). Under mpirun, data parallel over
+// the launched ranks; an error on any rank is printed with its rank and ends every rank.
 int train(const train::TrainConfig& c) {
-  train::Trainer trainer(c);
+  const std::shared_ptr<dist::Comm> comm = dist::launch(device_from_name(c.device));
+  if (comm->size() == 1) return train_on(c, comm);
+  try {
+    return train_on(c, comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "octet train: rank %d of %d: %s\n", comm->rank(), comm->size(), e.what());
+    comm->abort(1);
+  }
+  return 1;  // abort() does not return
+}
+
+int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& comm) {
+  train::Trainer trainer(c, comm);
   const model::Llama& m = trainer.model();
+  if (comm->rank() == 0 && comm->size() > 1) {
+    std::printf("octet train: data parallel over %d ranks (%s), --zero %d, global batch %lld\n",
+                comm->size(), comm->backend().c_str(), c.zero < 0 ? 1 : c.zero,
+                static_cast<long long>(c.batch * comm->size()));
+  }
+  if (comm->rank() != 0) {
+    trainer.run();
+    return 0;
+  }
   std::printf("octet train: %s, %lld parameters, --precision %s%s, batch %lld x %lld tokens",
               c.model.c_str(), static_cast<long long>(m.parameter_count()),
               nn::precision_name(c.precision),
@@ -65,7 +90,8 @@ int train(const train::TrainConfig& c) {
   std::fflush(stdout);
 
   train::clear_stop_request();
-  set_stop_handlers(on_stop_signal);
+  // Ranks would stop at different steps; under mpirun, Ctrl-C ends the run (no checkpoint).
+  if (comm->size() == 1) set_stop_handlers(on_stop_signal);
   const auto records = trainer.run();
   set_stop_handlers(SIG_DFL);
   if (train::stop_requested()) {
@@ -161,7 +187,12 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
       ->check(at_least(1));
   t->add_option("--val-tokens", c->data.val_tokens, "synthetic: validation tokens")
       ->check(at_least(1));
-  t->add_option("--batch", c->batch, "sequences per micro-batch")->check(at_least(1));
+  t->add_option("--batch", c->batch, "sequences per micro-batch (per rank under mpirun)")
+      ->check(at_least(1));
+  t->add_option("--zero", c->zero,
+                "under mpirun: 0 (gradients all-reduced) or 1 (AdamW state sharded, gradients "
+                "reduce-scattered, weights all-gathered); default 1")
+      ->check(CLI::Range(0, 1));
   t->add_option("--seq-len", c->seq_len, "tokens per sequence")
       ->check(at_least(1))
       ->default_str("the model's max_position_embeddings");

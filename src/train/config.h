@@ -76,6 +76,7 @@ struct TrainConfig {
 
   GuardConfig guard;              // the FP8 convergence guard (only under fp8)
   int64_t max_skipped_steps = 5;  // consecutive non-finite steps before the run stops
+  int zero = -1;  // data parallel: 0 (all-reduce) or 1 (sharded AdamW state); -1: 1 on > 1 rank
 };
 
 // Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at

@@ -33,26 +33,27 @@ Tensor Optimizer::v() const {
   return v_.tensor(DType::f32, {model_.parameter_count()});
 }
 
+bool finite_step_or_undo(model::Llama& model, const Tensor& loss, const Tensor& grad_sum_sq) {
+  float host[2] = {0.0f, 0.0f};
+  copy_bytes(&host[0], Device::cpu(), loss.data, loss.device, 4);
+  copy_bytes(&host[1], Device::cpu(), grad_sum_sq.data, grad_sum_sq.device, 4);
+  if (std::isfinite(host[0]) && std::isfinite(host[1])) return true;
+  // The step's quantizations wrote their amax into the histories' current slot, which
+  // update() would have rolled and cleared: clear it, so the state is as before.
+  for (const auto& [name, t] : model.scaling_state_tensors()) {
+    if (name != "fp8.amax_history") continue;
+    const size_t row = static_cast<size_t>(t.cols()) * 4;
+    for (int64_t i = 0; i < t.rows(); ++i)
+      zero_bytes(static_cast<char*>(t.data) + static_cast<size_t>(i) * row, t.device, 4);
+  }
+  return false;
+}
+
 bool Optimizer::step(int64_t step, double lr, const Tensor& grad_sum_sq, const Tensor& loss) {
   // Global gradient norm and clipping, read by AdamW on the device.
   const Tensor grads = model_.grads(), master = model_.master(), m = this->m(), v = this->v();
   kernels::sum_of_squares(grads, grad_sum_sq);
-  if (!loss.empty()) {
-    float host[2] = {0.0f, 0.0f};
-    copy_bytes(&host[0], Device::cpu(), loss.data, loss.device, 4);
-    copy_bytes(&host[1], Device::cpu(), grad_sum_sq.data, grad_sum_sq.device, 4);
-    if (!std::isfinite(host[0]) || !std::isfinite(host[1])) {
-      // The step's quantizations wrote their amax into the histories' current slot, which
-      // update() would have rolled and cleared: clear it, so the state is as before.
-      for (const auto& [name, t] : model_.scaling_state_tensors()) {
-        if (name != "fp8.amax_history") continue;
-        const size_t row = static_cast<size_t>(t.cols()) * 4;
-        for (int64_t i = 0; i < t.rows(); ++i)
-          zero_bytes(static_cast<char*>(t.data) + static_cast<size_t>(i) * row, t.device, 4);
-      }
-      return false;
-    }
-  }
+  if (!loss.empty() && !finite_step_or_undo(model_, loss, grad_sum_sq)) return false;
   kernels::AdamWStep s;
   s.lr = static_cast<float>(lr);
   s.beta1 = static_cast<float>(config_.beta1);

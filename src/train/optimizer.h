@@ -1,7 +1,7 @@
 // train/optimizer.h: the update that ends a training step: the gradients' global norm,
 // clipping, AdamW over the model's two parameter ranges (decayed matrices, undecayed
 // norm weights), the working-weight sync and the FP8 scaling update.
-// defines: Optimizer
+// defines: Optimizer, finite_step_or_undo
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,12 @@ namespace octet::train {
 // AdamW on the model's fp32 master weights, with its moments m and v (f32 [P], zero at
 // the start) in buffers of its own. Nothing is read back: clipping reads the norm on
 // the device.
+// Reads the step's loss and gradient sum of squares (f32[1] each, on the model's device) back
+// (8 bytes; a wait on a GPU). When either is not finite, clears the amax the step's
+// quantizations wrote into the delayed-scaling histories, so that the FP8 scaling state is as
+// before the step, and returns false: the caller skips the update.
+bool finite_step_or_undo(model::Llama& model, const Tensor& loss, const Tensor& grad_sum_sq);
+
 class Optimizer {
  public:
   // Takes beta1, beta2, eps, weight_decay and grad_clip from `config`.

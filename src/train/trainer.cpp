@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "data/synthetic.h"
+#include "dist/comm.h"
+#include "dist/data_parallel.h"
 #include "fp8/recipe.h"
 #include "train/checkpoint.h"
 #include "train/fp8_health.h"
@@ -74,7 +76,15 @@ double lr_at(const TrainConfig& c, int64_t step) {
   return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(3.141592653589793 * progress));
 }
 
-Trainer::Trainer(const TrainConfig& config) : config_(config) {
+Trainer::Trainer(const TrainConfig& config) : Trainer(config, nullptr) {}
+
+Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
+    : config_(config), comm_(comm ? std::move(comm) : dist::single_process()) {
+  const int rank = comm_->rank(), world = comm_->size();
+  if (rank != 0) {  // one progress line and one metrics file: rank 0's
+    config_.quiet = true;
+    config_.metrics.clear();
+  }
   const Device device = device_from_name(config.device);
   OCTET_CHECK(config.batch > 0 && config.grad_accum > 0 && config.steps >= 0, "train",
               "batch and grad_accum must be positive and steps >= 0");
@@ -102,10 +112,18 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   const int64_t seq = model_->options().seq_len;
 
   // Data: the loaders run on the host; batches are copied to the device.
-  const data::LoaderConfig train_lc{
-      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = true};
-  const data::LoaderConfig val_lc{
-      .batch = config.batch, .seq_len = seq, .seed = config.seed, .shuffle = false};
+  const data::LoaderConfig train_lc{.batch = config.batch,
+                                    .seq_len = seq,
+                                    .seed = config.seed,
+                                    .shuffle = true,
+                                    .rank = rank,
+                                    .world = world};
+  const data::LoaderConfig val_lc{.batch = config.batch,
+                                  .seq_len = seq,
+                                  .seed = config.seed,
+                                  .shuffle = false,
+                                  .rank = rank,
+                                  .world = world};
   if (config.data.source == "synthetic") {
     data::MarkovConfig markov;
     markov.vocab =
@@ -142,7 +160,14 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   }
 
   const int64_t t = model_->tokens();
-  optimizer_ = std::make_unique<Optimizer>(*model_, config);
+  if (world > 1) {
+    const dist::AdamWConfig adamw{config.beta1, config.beta2, config.eps, config.weight_decay,
+                                  config.grad_clip};
+    dp_ = std::make_unique<dist::DataParallel>(comm_, *model_, config.zero < 0 ? 1 : config.zero,
+                                               adamw);
+  } else {
+    optimizer_ = std::make_unique<Optimizer>(*model_, config);
+  }
   batch_ = Buffer(device, static_cast<size_t>(2 * t) * 4);
   inputs_ = batch_.view(DType::i32, {config.batch, seq}, 0);
   targets_ = batch_.view(DType::i32, {config.batch, seq}, static_cast<size_t>(t) * 4);
@@ -162,7 +187,7 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
 
   // A run killed while writing a checkpoint left its temporary folder: remove it now
   // (never one a live process is writing).
-  if (!config.out_dir.empty()) remove_stale_temp_dirs(config.out_dir);
+  if (!config.out_dir.empty() && comm_->rank() == 0) remove_stale_temp_dirs(config.out_dir);
   const bool fp8 = config_.precision == nn::Precision::fp8;
   if (fp8 && config.guard.enabled.value_or(true)) {
     model::ModelOptions bf16 = options;
@@ -170,12 +195,25 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
     shadow_ = std::make_unique<model::Llama>(mc, bf16);
     OCTET_CHECK(shadow_->parameter_count() == model_->parameter_count(), "guard",
                 "the bf16 twin's parameters differ from the fp8 model's");
-    guard_ = std::make_unique<Guard>(config.guard, resumed && resumed->guard_passed);
+    // Under data parallelism the guard checks and warns; switching every rank's model and
+    // optimizer state to bf16 (fallback, rollback) is single-process for now.
+    GuardConfig guard = config.guard;
+    if (world > 1 && guard.action != GuardAction::warn) {
+      guard.action = GuardAction::warn;
+      if (rank == 0) {
+        std::printf(
+            "guard: under mpirun the guard checks and warns (--guard-action %s is "
+            "single-process for now)\n",
+            guard_action_name(config.guard.action));
+      }
+    }
+    guard_ = std::make_unique<Guard>(guard, resumed && resumed->guard_passed);
   }
 
   if (config.resume) {
-    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_,
-                                           optimizer_->m(), optimizer_->v());
+    const auto [m, v] = dp_ ? dp_->full_moments() : std::pair{optimizer_->m(), optimizer_->v()};
+    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_, m, v);
+    if (dp_) dp_->moments_loaded();
     // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
     std::string stored_recipe = s.recipe;
     std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');
@@ -191,9 +229,10 @@ Trainer::Trainer(const TrainConfig& config) : config_(config) {
   } else {
     model_->init_weights(config.seed);
   }
-  write_run_info(config, *model_);  // <out>/run.json: the config, the commit, the machine
-  if (!config.metrics.empty()) {
-    metrics_ = MetricsFile(config.metrics, config.resume);
+  if (comm_->rank() == 0)
+    write_run_info(config, *model_);  // <out>/run.json: config, commit, machine
+  if (!config_.metrics.empty()) {
+    metrics_ = MetricsFile(config_.metrics, config.resume);
   }
 }
 
@@ -227,7 +266,7 @@ StepRecord Trainer::train_step() {
   m.set_fp8_counting(counted);
   if (counted && config_.precision == nn::Precision::fp8) counted_step_ = next;
   m.zero_grads();
-  const double tokens = static_cast<double>(m.tokens() * config_.grad_accum);
+  const double tokens = static_cast<double>(m.tokens() * config_.grad_accum * comm_->size());
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     load_batch(*train_loader_, inputs_, targets_, host_inputs_, host_targets_);
     m.forward(inputs_, targets_, static_cast<float>(1.0 / tokens), loss, 1.0 / tokens);
@@ -237,7 +276,15 @@ StepRecord Trainer::train_step() {
   ++step_;
 
   const float lr = static_cast<float>(lr_at(config_, step_));
-  const bool updated = optimizer_->step(step_, lr, sum_sq, loss);
+  bool updated = true;
+  if (dp_) {
+    dp_->sum_over_ranks(loss);
+    dp_->reduce_gradients(sum_sq);
+    updated = finite_step_or_undo(*model_, loss, sum_sq);
+    if (updated) dp_->update(step_, lr, sum_sq);
+  } else {
+    updated = optimizer_->step(step_, lr, sum_sq, loss);
+  }
   skipped_in_a_row_ = updated ? 0 : skipped_in_a_row_ + 1;
   if (!updated) ++skipped_steps_;
 
@@ -277,11 +324,12 @@ double Trainer::evaluate(model::Llama& model) {
   const int64_t batches = std::max<int64_t>(1, config_.eval_batches);
   const Tensor loss = stats_.tensor(eval_loss_);
   zero_bytes(loss.data, loss.device, 4);
-  const double weight = 1.0 / static_cast<double>(model.tokens() * batches);
+  const double weight = 1.0 / static_cast<double>(model.tokens() * batches * comm_->size());
   for (int64_t i = 0; i < batches; ++i) {
     load_batch(*val_loader_, inputs_, targets_, host_inputs_, host_targets_);
     model.forward(inputs_, targets_, 0.0f, loss, weight);
   }
+  if (dp_) dp_->sum_over_ranks(loss);
   float mean = 0.0f;
   copy_bytes(&mean, Device::cpu(), loss.data, loss.device, 4);
   return mean;
@@ -304,8 +352,17 @@ std::string Trainer::save() {
   s.wall_s = wall_s_;
   s.skipped_steps = skipped_steps_;
   s.guard_passed = guard_ && guard_->last_passed();
-  const std::string step_dir =
-      save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  std::string step_dir;
+  if (!dp_) {
+    step_dir = save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
+  } else {
+    // Every rank holds the whole master; the moments are gathered, rank 0 writes the files.
+    const auto [m, v] = dp_->full_moments();
+    if (comm_->rank() == 0) save_checkpoint(config_.out_dir, *model_, m, v, s);
+    dp_->drop_full_moments();
+    comm_->barrier();
+    step_dir = latest_checkpoint(config_.out_dir);
+  }
   // Only now that the new checkpoint and `latest` are complete may older ones go; the one a
   // guard rollback would reload stays whatever its age.
   std::vector<std::string> keep;
@@ -314,7 +371,7 @@ std::string Trainer::save() {
       keep.push_back(std::filesystem::path(passed->dir).filename().string());
     }
   }
-  prune_checkpoints(config_.out_dir, config_.retention, keep);
+  if (comm_->rank() == 0) prune_checkpoints(config_.out_dir, config_.retention, keep);
   return step_dir;
 }
 
@@ -379,9 +436,9 @@ std::vector<StepRecord> Trainer::run() {
     }
     // Read back the window's numbers (this waits for the GPU), then report each step.
     read_back(pending);
-    const double tokens_per_s =
-        static_cast<double>(pending.size() * model_->tokens() * config_.grad_accum) /
-        seconds_since(window_t0);
+    const double tokens_per_s = static_cast<double>(pending.size() * model_->tokens() *
+                                                    config_.grad_accum * comm_->size()) /
+                                seconds_since(window_t0);
     // Wall time: the window's steps share its span evenly (a GPU runs them unobserved).
     const double wall_now = wall0 + seconds_since(t0);
     for (size_t i = 0; i < pending.size(); ++i) {

@@ -20,11 +20,20 @@
 #include "train/metrics.h"
 #include "train/optimizer.h"
 
+namespace octet::dist {
+class Comm;
+class DataParallel;
+}  // namespace octet::dist
+
 namespace octet::train {
 
 class Trainer {
  public:
   explicit Trainer(const TrainConfig& config);
+  // Data parallel over comm's ranks when it has more than one (dist/data_parallel.h): each
+  // rank reads its slice of every global batch of config.batch x comm->size() sequences;
+  // metrics, progress lines and checkpoint files come from rank 0.
+  Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm);
   ~Trainer();
 
   // Runs from the current step to config.steps (or until request_stop()), evaluating,
@@ -75,6 +84,8 @@ class Trainer {
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
   std::optional<double> loss_floor_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::shared_ptr<dist::Comm> comm_;
+  std::unique_ptr<dist::DataParallel> dp_;  // with more than one rank, instead of optimizer_
   Buffer batch_, host_batch_;
   // Per step, on the device: the mean loss and the gradients' sum of squares, for the
   // last window_ steps (slot (step - 1) % window_), read back together.

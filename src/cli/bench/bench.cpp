@@ -10,6 +10,7 @@ void add_bench_commands(cli::Commands& commands, CLI::App& octet) {
   add_bench_step(commands, *bench);
   add_bench_attention(commands, *bench);
   add_bench_quantize(commands, *bench);
+  add_bench_comm(commands, *bench);
 }
 
 }  // namespace octet::bench

@@ -1,7 +1,7 @@
 // cli/bench/bench.h: the `octet bench ...` subcommands (gemm, step, attention, quantize),
 // each declared with its flags in its own file.
 // defines: add_bench_commands, add_bench_gemm, add_bench_step, add_bench_attention,
-//          add_bench_quantize, BenchGemmOptions, bench_gemm_cuda
+//          add_bench_quantize, add_bench_comm, BenchGemmOptions, bench_gemm_cuda
 #pragma once
 
 #include <string>
@@ -18,6 +18,7 @@ void add_bench_gemm(cli::Commands& commands, CLI::App& bench);       // bench_ge
 void add_bench_step(cli::Commands& commands, CLI::App& bench);       // bench_step.cpp
 void add_bench_attention(cli::Commands& commands, CLI::App& bench);  // bench_attention.cpp
 void add_bench_quantize(cli::Commands& commands, CLI::App& bench);   // bench_quantize.cpp
+void add_bench_comm(cli::Commands& commands, CLI::App& bench);       // bench_comm.cpp
 
 // The flags of `octet bench gemm`; the CPU and the CUDA halves read them.
 struct BenchGemmOptions {

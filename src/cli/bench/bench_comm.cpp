@@ -1,0 +1,106 @@
+// cli/bench/bench_comm.cpp: `octet bench comm` (under mpirun): the collectives one
+// data-parallel step makes for a model's P parameters, timed on the backend at hand (MPI
+// on the CPU, NCCL on CUDA): bytes each rank sends per step (ring algorithms: (N-1)/N of
+// the buffer per all-gather or reduce-scatter, twice that per all-reduce) and the achieved
+// bandwidth, with the weights all-gathered in f32 (what ZeRO 1 does today), bf16 and FP8.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "dist/comm.h"
+#include "model/config.h"
+
+namespace octet::bench {
+namespace {
+
+struct CommOptions {
+  std::string model = "small";
+  std::string device = "cpu";
+  int reps = 5;
+};
+
+// Median seconds of `reps` runs of f, each ended by a barrier on every rank.
+template <typename F>
+double time_median(dist::Comm& comm, int reps, F f) {
+  std::vector<double> t;
+  f();  // warm-up
+  for (int i = 0; i < reps; ++i) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    comm.barrier();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int bench_comm(const CommOptions& o) {
+  const Device device = device_from_name(o.device);
+  const std::shared_ptr<dist::Comm> comm = dist::launch(device);
+  const int n = comm->size();
+  OCTET_CHECK(n > 1, "bench comm", "run it under mpirun with more than one rank, e.g. ",
+              "mpirun -np 2 octet bench comm");
+  const model::LlamaConfig config = model::load_llama_config(o.model);
+  const int64_t p = config.parameter_count();
+  const dist::Partition part(p, n);
+  Buffer full = Buffer::for_tensor(device, DType::f32, {p});
+  Buffer shard = Buffer::for_tensor(device, DType::f32, {std::max<int64_t>(1, part.count(0))});
+  zero_bytes(full.data(), device, full.bytes());
+  const Tensor f32 = full.tensor(DType::f32, {p});
+  const Tensor mine = shard.tensor(DType::f32, {part.count(comm->rank())});
+  struct Row {
+    const char* what;
+    double buffer_bytes, wire_factor;
+    std::function<void()> run;
+  };
+  const double ring = static_cast<double>(n - 1) / n;
+  const std::vector<Row> rows = {
+      {"all-reduce f32 (ZeRO 0 gradients)", 4.0 * p, 2 * ring,
+       [&] { comm->all_reduce(f32, dist::ReduceOp::sum); }},
+      {"reduce-scatter f32 (ZeRO 1 gradients)", 4.0 * p, ring,
+       [&] { comm->reduce_scatter(f32, mine, part); }},
+      {"all-gather f32 (ZeRO 1 master, today)", 4.0 * p, ring,
+       [&] { comm->all_gather(f32, part); }},
+      {"all-gather bf16 (working weights)", 2.0 * p, ring,
+       [&] { comm->all_gather(full.tensor(DType::bf16, {p}), part); }},
+      {"all-gather fp8 (--fp8-comm weights)", 1.0 * p, ring,
+       [&] { comm->all_gather(full.tensor(DType::e4m3, {p}), part); }},
+  };
+  if (comm->rank() == 0) {
+    std::printf("octet bench comm: %s, %lld parameters, %d ranks over %s, median of %d\n",
+                o.model.c_str(), static_cast<long long>(p), n, comm->backend().c_str(), o.reps);
+    std::printf("%-40s %12s %12s %10s %12s\n", "collective", "buffer MB", "sent MB/rank", "ms",
+                "bus GB/s");
+  }
+  for (const Row& r : rows) {
+    const double s = time_median(*comm, o.reps, r.run);
+    const double sent = r.buffer_bytes * r.wire_factor;
+    if (comm->rank() == 0)
+      std::printf("%-40s %12.1f %12.1f %10.2f %12.2f\n", r.what, r.buffer_bytes / 1e6, sent / 1e6,
+                  s * 1e3, sent / s / 1e9);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_comm(cli::Commands& commands, CLI::App& bench) {
+  auto o = std::make_shared<CommOptions>();
+  CLI::App* c =
+      commands.add(bench, "comm", "time the data-parallel collectives of one step (under mpirun)",
+                   [o] { return bench_comm(*o); });
+  c->add_option("--model", o->model, "tiny, small, 1b, 7b or a config.json path");
+  c->add_option("--device", o->device, "cpu (MPI) or cuda (NCCL)");
+  c->add_option("--reps", o->reps, "timed repetitions (the median is printed)")
+      ->check(CLI::Range(1, 1000));
+}
+
+}  // namespace octet::bench

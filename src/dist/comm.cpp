@@ -1,0 +1,68 @@
+// dist/comm.cpp: the partition, the single-process Comm and the launch detection (the MPI
+// implementation is in comm_mpi.cpp, or comm_nompi.cpp for a build without MPI).
+#include "dist/comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/buffer.h"
+#include "core/error.h"
+
+namespace octet::dist {
+namespace {
+
+class SingleComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "single"; }
+  void all_reduce(const Tensor&, ReduceOp) override {}
+  void reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p) override {
+    OCTET_CHECK(full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(0),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(0), "], got ",
+                full.str(), " and ", shard.str());
+    copy_bytes(shard.data, shard.device, full.data, full.device, shard.nbytes());
+  }
+  void all_gather(const Tensor&, const Partition&) override {}
+  void broadcast(const Tensor&, int) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override { std::exit(code); }
+};
+
+}  // namespace
+
+Partition::Partition(int64_t n, int ranks) {
+  OCTET_CHECK(n >= 0 && ranks >= 1, "partition", n, " elements over ", ranks, " ranks");
+  const int64_t chunk = (n + ranks - 1) / ranks;
+  offsets_.assign(static_cast<size_t>(ranks) + 1, 0);
+  for (int r = 1; r <= ranks; ++r) offsets_[static_cast<size_t>(r)] = std::min(n, r * chunk);
+}
+
+std::shared_ptr<Comm> single_process() {
+  return std::make_shared<SingleComm>();
+}
+
+bool launched_under_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) {
+    if (std::getenv(name)) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Comm> launch() {
+  if (!launched_under_mpi()) return single_process();
+  OCTET_CHECK(mpi_compiled(), "dist",
+              "this process was started by an MPI launcher, but octet was built without MPI: "
+              "install libopenmpi-dev (scripts/setup.sh) and rebuild");
+  return mpi_world();
+}
+
+std::shared_ptr<Comm> launch(Device device) {
+  std::shared_ptr<Comm> world = launch();
+  if (world->size() == 1 || device.is_cpu()) return world;
+  return nccl_world(std::move(world));
+}
+
+}  // namespace octet::dist

@@ -1,0 +1,136 @@
+// dist/comm_mpi.cpp: dist::Comm over MPI's world communicator, for CPU tensors.
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/comm.h"
+
+namespace octet::dist {
+namespace {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  OCTET_FAIL("mpi", call, " failed: ", std::string(text, static_cast<size_t>(length)));
+}
+
+void check_cpu(const Tensor& t, const char* op) {
+  OCTET_CHECK(t.device.is_cpu(), op, t.str(),
+              ": the MPI communicator moves CPU tensors; CUDA tensors need the NCCL one");
+}
+
+int as_count(int64_t n, const char* op) {
+  OCTET_CHECK(n <= INT_MAX, op, n, " elements exceed MPI's int counts; split the buffer");
+  return static_cast<int>(n);
+}
+
+class MpiComm final : public Comm {
+ public:
+  explicit MpiComm(bool finalize) : finalize_(finalize) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // Errors come back as codes (check_mpi throws), not as MPI's own abort.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  ~MpiComm() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalize_ && !finalized) MPI_Finalize();
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void all_reduce(const Tensor& t, ReduceOp op) override {
+    check_cpu(t, "all_reduce");
+    OCTET_CHECK(t.dtype == DType::f32, "all_reduce", "f32 only, got ", t.str());
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data, as_count(t.numel(), "all_reduce"), MPI_FLOAT,
+                            op == ReduceOp::sum ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD),
+              "MPI_Allreduce");
+  }
+
+  void reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p) override {
+    check_cpu(full, "reduce_scatter");
+    check_cpu(shard, "reduce_scatter");
+    OCTET_CHECK(p.ranks() == size_ && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(rank_),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank_),
+                "] over ", size_, " ranks, got ", full.str(), " and ", shard.str());
+    counts_.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r)
+      counts_[static_cast<size_t>(r)] = as_count(p.count(r), "reduce_scatter");
+    check_mpi(MPI_Reduce_scatter(full.data, shard.data, counts_.data(), MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD),
+              "MPI_Reduce_scatter");
+  }
+
+  void all_gather(const Tensor& full, const Partition& p) override {
+    check_cpu(full, "all_gather");
+    OCTET_CHECK(p.ranks() == size_ && full.numel() == p.total(), "all_gather", "expected [",
+                p.total(), "] over ", size_, " ranks, got ", full.str());
+    // Bytes, so every dtype (f32 weights, FP8 codes) goes the same way.
+    const int64_t width = static_cast<int64_t>(dtype_size(full.dtype));
+    counts_.assign(static_cast<size_t>(size_), 0);
+    displs_.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) {
+      counts_[static_cast<size_t>(r)] = as_count(p.count(r) * width, "all_gather");
+      displs_[static_cast<size_t>(r)] = as_count(p.begin(r) * width, "all_gather");
+    }
+    check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data, counts_.data(),
+                             displs_.data(), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgatherv");
+  }
+
+  void broadcast(const Tensor& t, int root) override {
+    check_cpu(t, "broadcast");
+    check_mpi(MPI_Bcast(t.data, as_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
+                        root, MPI_COMM_WORLD),
+              "MPI_Bcast");
+  }
+
+  void barrier() override { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+  [[noreturn]] void abort(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);  // MPI_Abort does not return; this is for the compiler
+  }
+
+ private:
+  bool finalize_;
+  int rank_ = 0, size_ = 1;
+  std::vector<int> counts_, displs_;  // per call, kept so that a step allocates nothing
+};
+
+}  // namespace
+
+bool mpi_compiled() {
+  return true;
+}
+
+std::shared_ptr<Comm> mpi_world() {
+  static std::mutex mutex;
+  static std::weak_ptr<Comm> world;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto existing = world.lock()) return existing;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  bool finalize = false;
+  if (!initialized) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    finalize = true;
+  }
+  auto comm = std::make_shared<MpiComm>(finalize);
+  world = comm;
+  return comm;
+}
+
+}  // namespace octet::dist

@@ -1,0 +1,120 @@
+// dist/comm_nccl.cpp: dist::Comm over NCCL for CUDA tensors, its ncclUniqueId broadcast
+// over the MPI communicator that launched the ranks. Collectives are queued on octet's
+// CUDA stream (nothing waits for them but barrier()); uneven shards are a group of
+// per-rank reduces or broadcasts, as NCCL's reduce-scatter and all-gather take equal counts.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "dist/comm.h"
+
+namespace octet::dist {
+namespace {
+
+void check_nccl(ncclResult_t rc, const char* call) {
+  OCTET_CHECK(rc == ncclSuccess, "nccl", call, " failed: ", ncclGetErrorString(rc));
+}
+
+void check_cuda_tensor(const Tensor& t, const char* op) {
+  OCTET_CHECK(t.device.is_cuda(), op, t.str(),
+              ": the NCCL communicator moves CUDA tensors; CPU tensors go over MPI");
+}
+
+class NcclComm final : public Comm {
+ public:
+  explicit NcclComm(std::shared_ptr<Comm> bootstrap) : bootstrap_(std::move(bootstrap)) {
+    ncclUniqueId id{};
+    if (bootstrap_->rank() == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    bootstrap_->broadcast(Tensor(&id, DType::u8, {static_cast<int64_t>(sizeof id)}), 0);
+    check_nccl(ncclCommInitRank(&comm_, bootstrap_->size(), id, bootstrap_->rank()),
+               "ncclCommInitRank");
+  }
+  ~NcclComm() override {
+    if (comm_) ncclCommDestroy(comm_);
+  }
+  int rank() const override { return bootstrap_->rank(); }
+  int size() const override { return bootstrap_->size(); }
+  std::string backend() const override { return "nccl"; }
+
+  void all_reduce(const Tensor& t, ReduceOp op) override {
+    check_cuda_tensor(t, "all_reduce");
+    OCTET_CHECK(t.dtype == DType::f32, "all_reduce", "f32 only, got ", t.str());
+    check_nccl(ncclAllReduce(t.data, t.data, static_cast<size_t>(t.numel()), ncclFloat32,
+                             op == ReduceOp::sum ? ncclSum : ncclMax, comm_, stream()),
+               "ncclAllReduce");
+  }
+
+  void reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p) override {
+    check_cuda_tensor(full, "reduce_scatter");
+    check_cuda_tensor(shard, "reduce_scatter");
+    OCTET_CHECK(p.ranks() == size() && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(rank()),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank()),
+                "] over ", size(), " ranks, got ", full.str(), " and ", shard.str());
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size(); ++r) {
+      if (p.count(r) == 0) continue;
+      check_nccl(ncclReduce(static_cast<const float*>(full.data) + p.begin(r),
+                            r == rank() ? shard.data : nullptr, static_cast<size_t>(p.count(r)),
+                            ncclFloat32, ncclSum, r, comm_, stream()),
+                 "ncclReduce");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  void all_gather(const Tensor& full, const Partition& p) override {
+    check_cuda_tensor(full, "all_gather");
+    OCTET_CHECK(p.ranks() == size() && full.numel() == p.total(), "all_gather", "expected [",
+                p.total(), "] over ", size(), " ranks, got ", full.str());
+    const size_t width = dtype_size(full.dtype);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size(); ++r) {
+      if (p.count(r) == 0) continue;
+      auto* at = static_cast<char*>(full.data) + static_cast<size_t>(p.begin(r)) * width;
+      check_nccl(ncclBroadcast(at, at, static_cast<size_t>(p.count(r)) * width, ncclUint8, r, comm_,
+                               stream()),
+                 "ncclBroadcast");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  void broadcast(const Tensor& t, int root) override {
+    if (t.device.is_cpu()) return bootstrap_->broadcast(t, root);
+    check_nccl(ncclBroadcast(t.data, t.data, t.nbytes(), ncclUint8, root, comm_, stream()),
+               "ncclBroadcast");
+  }
+
+  void barrier() override {
+    const cudaError_t rc = cudaStreamSynchronize(stream());
+    OCTET_CHECK(rc == cudaSuccess, "nccl", "cudaStreamSynchronize: ", cudaGetErrorString(rc));
+    bootstrap_->barrier();
+  }
+
+  [[noreturn]] void abort(int code) override {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    bootstrap_->abort(code);
+    std::_Exit(code);  // not reached: the bootstrap's abort ends the process
+  }
+
+ private:
+  static cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream()); }
+  std::shared_ptr<Comm> bootstrap_;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+bool nccl_compiled() {
+  return true;
+}
+
+std::shared_ptr<Comm> nccl_world(std::shared_ptr<Comm> bootstrap) {
+  return std::make_shared<NcclComm>(std::move(bootstrap));
+}
+
+}  // namespace octet::dist

@@ -1,0 +1,158 @@
+// dist/data_parallel.cpp: the data-parallel optimizer step, ZeRO 0 and 1.
+#include "dist/data_parallel.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/optimizer.h"
+
+namespace octet::dist {
+namespace {
+
+// Elements [begin, end) of a contiguous f32 tensor.
+Tensor range(const Tensor& t, int64_t begin, int64_t end) {
+  return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+}
+
+Buffer f32_buffer(Device device, int64_t n) {
+  Buffer b = Buffer::for_tensor(device, DType::f32, {std::max<int64_t>(1, n)});
+  zero_bytes(b.data(), device, b.bytes());
+  return b;
+}
+
+}  // namespace
+
+DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero,
+                           const AdamWConfig& adamw)
+    : comm_(std::move(comm)), model_(model), zero_(zero), adamw_(adamw) {
+  OCTET_CHECK(zero == 0 || zero == 1, "dist", "--zero ", zero,
+              " is not available: 0 (all-reduce) or 1 (sharded optimizer state)");
+  const int64_t p = model.parameter_count();
+  const Device device = model.options().device;
+  partition_ = Partition(p, comm_->size());
+  const int64_t local = zero == 0 ? p : partition_.count(comm_->rank());
+  m_ = f32_buffer(device, local);
+  v_ = f32_buffer(device, local);
+  if (zero == 1) grad_shard_ = f32_buffer(device, local);
+}
+
+void DataParallel::sum_over_ranks(const Tensor& scalar) {
+  comm_->all_reduce(scalar, ReduceOp::sum);
+}
+
+void DataParallel::adamw(const Tensor& master, const Tensor& grads, const Tensor& m,
+                         const Tensor& v, int64_t first, double lr, int64_t step,
+                         const Tensor& grad_sum_sq) {
+  // master, grads, m, v: the parameters [first, first + n); matrices (decayed) come first.
+  const int64_t n = master.numel(), nd = model_.decayed_count();
+  kernels::AdamWStep s;
+  s.lr = static_cast<float>(lr);
+  s.beta1 = static_cast<float>(adamw_.beta1);
+  s.beta2 = static_cast<float>(adamw_.beta2);
+  s.eps = static_cast<float>(adamw_.eps);
+  s.step = step;
+  s.max_grad_norm = static_cast<float>(std::max(0.0, adamw_.grad_clip));
+  const int64_t split = std::clamp(nd - first, int64_t{0}, n);
+  if (split > 0) {
+    s.weight_decay = static_cast<float>(adamw_.weight_decay);
+    kernels::adamw_step(range(master, 0, split), range(grads, 0, split), range(m, 0, split),
+                        range(v, 0, split), s, grad_sum_sq);
+  }
+  if (split < n) {
+    s.weight_decay = 0.0f;
+    kernels::adamw_step(range(master, split, n), range(grads, split, n), range(m, split, n),
+                        range(v, split, n), s, grad_sum_sq);
+  }
+}
+
+void DataParallel::step(int64_t step, double lr, const Tensor& grad_sum_sq) {
+  reduce_gradients(grad_sum_sq);
+  update(step, lr, grad_sum_sq);
+}
+
+void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
+  const Tensor grads = model_.grads();
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), end = partition_.end(r);
+  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1).
+  if (zero_ == 0) {
+    comm_->all_reduce(grads, ReduceOp::sum);
+    shard_ = range(grads, begin, end);
+  } else {
+    shard_ =
+        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
+    comm_->reduce_scatter(grads, shard_, partition_);
+  }
+  // The global norm: each rank's shard's sum of squares, summed over ranks. ZeRO 0 sums in
+  // the same order as ZeRO 1, so the two modes update bit for bit alike.
+  if (end > begin) {
+    kernels::sum_of_squares(shard_, grad_sum_sq);
+  } else {
+    zero_bytes(grad_sum_sq.data, grad_sum_sq.device, 4);
+  }
+  comm_->all_reduce(grad_sum_sq, ReduceOp::sum);
+}
+
+void DataParallel::update(int64_t step, double lr, const Tensor& grad_sum_sq) {
+  const Tensor grads = model_.grads(), master = model_.master();
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), end = partition_.end(r), p = partition_.total();
+  const Tensor m = m_.tensor(DType::f32, {std::max<int64_t>(1, m_.bytes() / 4)});
+  const Tensor v = v_.tensor(DType::f32, {std::max<int64_t>(1, v_.bytes() / 4)});
+  if (zero_ == 0) {
+    adamw(master, grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+  } else {
+    if (end > begin) {
+      adamw(range(master, begin, end), shard_, range(m, 0, end - begin), range(v, 0, end - begin),
+            begin, lr, step, grad_sum_sq);
+    }
+    comm_->all_gather(master, partition_);
+  }
+  model_.sync_working_weights();
+  // Delayed FP8 scaling: every rank saw its own activations and gradients; the new scales
+  // come from the amax over all ranks (the older history columns are equal everywhere).
+  for (const auto& [name, tensor] : model_.scaling_state_tensors()) {
+    if (name == "fp8.amax_history") comm_->all_reduce(tensor, ReduceOp::max);
+  }
+  model_.update_scaling();
+}
+
+std::pair<Tensor, Tensor> DataParallel::full_moments() {
+  const int64_t p = partition_.total();
+  if (zero_ == 0) {
+    return {m_.tensor(DType::f32, {p}), v_.tensor(DType::f32, {p})};
+  }
+  const Device device = model_.options().device;
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  full_m_ = f32_buffer(device, p);
+  full_v_ = f32_buffer(device, p);
+  const Tensor fm = full_m_.tensor(DType::f32, {p}), fv = full_v_.tensor(DType::f32, {p});
+  for (auto [full, local] : {std::pair{fm, &m_}, std::pair{fv, &v_}}) {
+    copy_bytes(static_cast<float*>(full.data) + begin, device, local->data(), device,
+               static_cast<size_t>(count) * 4);
+    comm_->all_gather(full, partition_);
+  }
+  return {fm, fv};
+}
+
+void DataParallel::moments_loaded() {
+  if (zero_ == 0) return;
+  OCTET_CHECK(full_m_.data() && full_v_.data(), "dist",
+              "moments_loaded() without full_moments() first");
+  const Device device = model_.options().device;
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  copy_bytes(m_.data(), device, static_cast<const float*>(full_m_.data()) + begin, device,
+             static_cast<size_t>(count) * 4);
+  copy_bytes(v_.data(), device, static_cast<const float*>(full_v_.data()) + begin, device,
+             static_cast<size_t>(count) * 4);
+  drop_full_moments();
+}
+
+void DataParallel::drop_full_moments() {
+  full_m_ = Buffer();
+  full_v_ = Buffer();
+}
+
+}  // namespace octet::dist

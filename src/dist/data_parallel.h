@@ -1,0 +1,75 @@
+// dist/data_parallel.h: data parallelism over a Comm for one model: the gradient
+// reduction (ZeRO 0: all-reduce; ZeRO 1: reduce-scatter, AdamW moments sharded, each
+// rank updating its shard of the fp32 master weights, then an all-gather), the global
+// gradient norm over all shards, the loss summed over ranks, the FP8 scaling state kept
+// equal on every rank, and the moments gathered for checkpoints and resharded on resume.
+// defines: AdamWConfig, DataParallel
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/buffer.h"
+#include "dist/comm.h"
+#include "model/llama.h"
+
+namespace octet::dist {
+
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
+};
+
+// Every rank holds the whole model (its master, working weights and gradients); each
+// computes the gradients of its own micro-batches, scaled for the global mean (grad_scale
+// 1 / (tokens per rank x ranks x accumulation steps)). Buffers are allocated here once;
+// step() allocates nothing.
+class DataParallel {
+ public:
+  // zero: 0 or 1.
+  DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw);
+
+  // One optimizer step after the local backward passes: reduces the gradients, writes the
+  // global sum of their squares into grad_sum_sq (f32[1]), clips, updates with AdamW at
+  // `lr` (step `step`, 1 for the first), syncs the working weights and the FP8 scaling.
+  void step(int64_t step, double lr, const Tensor& grad_sum_sq);
+  // step() in two halves, for a caller that looks at the global norm in between (the
+  // trainer skips a non-finite step): the gradients reduced and grad_sum_sq written...
+  void reduce_gradients(const Tensor& grad_sum_sq);
+  // ...then the clipped AdamW update of the reduced gradients, the weights gathered and
+  // synced, and the FP8 scaling state updated from the amax over all ranks.
+  void update(int64_t step, double lr, const Tensor& grad_sum_sq);
+  // Sums a scalar over ranks (each rank's weighted loss sum: the global mean loss).
+  void sum_over_ranks(const Tensor& scalar);
+
+  Comm& comm() { return *comm_; }
+  int zero() const { return zero_; }
+  // The partition of the P parameters into shards (ZeRO 1; also ZeRO 0's norm order).
+  const Partition& partition() const { return partition_; }
+
+  // The moments m and v over all P parameters, f32 [P] each: ZeRO 0's own buffers, or under
+  // ZeRO 1 every shard gathered into buffers allocated for the call (checkpoints).
+  std::pair<Tensor, Tensor> full_moments();
+  // After full_moments()' tensors were overwritten (a checkpoint read at any rank count):
+  // takes this rank's shard of them.
+  void moments_loaded();
+  // Frees the buffers full_moments() allocated (after a checkpoint was written).
+  void drop_full_moments();
+
+ private:
+  void adamw(const Tensor& master, const Tensor& grads, const Tensor& m, const Tensor& v,
+             int64_t first, double lr, int64_t step, const Tensor& grad_sum_sq);
+
+  std::shared_ptr<Comm> comm_;
+  model::Llama& model_;
+  int zero_;
+  AdamWConfig adamw_;
+  Partition partition_;
+  Buffer m_, v_;            // ZeRO 0: f32 [P]; ZeRO 1: f32 [this rank's shard]
+  Buffer grad_shard_;       // ZeRO 1: the reduce-scattered gradients of this rank's shard
+  Buffer full_m_, full_v_;  // ZeRO 1: only while a checkpoint is written or read
+  Tensor shard_;            // this rank's reduced gradients, from reduce_gradients to update
+};
+
+}  // namespace octet::dist

@@ -1,0 +1,40 @@
+"""`mpirun -np 2 octet bench comm`: one row per collective of a data-parallel step, with the
+bytes a ring algorithm sends per rank and a positive time; refused outside mpirun."""
+import os
+import re
+import shutil
+import subprocess
+
+BUILD = os.environ.get("OCTET_BUILD_DIR", "build")
+OCTET = os.path.abspath(os.path.join(BUILD, "octet"))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMP_NUM_THREADS="1",
+           # Under the sanitizers: LeakSanitizer reports Open MPI's own allocations at exit.
+           ASAN_OPTIONS="detect_leaks=0")
+
+
+def test_rows_of_bytes_and_bandwidth_for_tiny_at_two_ranks():
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is missing: install openmpi-bin (scripts/setup.sh)"
+    proc = subprocess.run([mpirun, "--oversubscribe", "-np", "2", OCTET, "bench", "comm",
+                           "--model", "tiny", "--reps", "3"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    assert "125248 parameters, 2 ranks over mpi" in proc.stdout, proc.stdout
+    rows = [l for l in proc.stdout.splitlines() if re.match(r"(all|reduce)-", l)]
+    assert len(rows) == 5, proc.stdout
+    for row in rows:
+        buffer_mb, sent_mb, ms, gbs = map(float, row.split()[-4:])
+        # f32 buffers are 4 P bytes, bf16 2 P, fp8 P; a ring sends (N-1)/N of them per
+        # all-gather or reduce-scatter (here half), twice that per all-reduce.
+        width = 4 if "f32" in row else 2 if "bf16" in row else 1
+        assert abs(buffer_mb - width * 125248 / 1e6) < 0.06, row
+        assert abs(sent_mb - buffer_mb * (1.0 if "all-reduce" in row else 0.5)) < 0.06, row
+        assert ms > 0 and gbs > 0, row
+
+
+def test_one_process_is_refused():
+    proc = subprocess.run([OCTET, "bench", "comm", "--model", "tiny"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "mpirun" in proc.stderr, proc.stderr
