@@ -62,16 +62,7 @@ double mean_loss(model::Llama& m, data::TokenLoader& val, int64_t batches) {
 
 int evaluate(const EvalFlags& f) {
   check_device_present("eval", f.device);
-  std::string dir = f.checkpoint;
-  // A run directory (its `latest`, even where its HF links make it look like a step
-  // directory: the trainer state is only in the step directory) or a step directory.
-  if (std::filesystem::exists(dir + "/latest") ||
-      !std::filesystem::exists(dir + "/model.safetensors")) {
-    OCTET_CHECK(std::filesystem::exists(dir + "/latest"), "eval", "--checkpoint ", dir,
-                " holds no checkpoint (neither model.safetensors nor a 'latest' file); give a "
-                "run's --out directory or one of its step_* directories");
-    dir = train::latest_checkpoint(dir);
-  }
+  const std::string dir = train::checkpoint_step_dir(f.checkpoint, "eval", "to evaluate");
   const std::string config_path = dir + "/config.json";
   const model::LlamaConfig config =
       model::llama_config_from_json(read_json_file(config_path), config_path);

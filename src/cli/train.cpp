@@ -132,13 +132,7 @@ struct SampleFlags {
 
 int sample(const SampleFlags& f) {
   if (f.ids) parse_prompt_ids(f.prompt);  // a bad id list is named before anything is read
-  std::string dir = f.checkpoint;
-  if (!std::filesystem::exists(dir + "/model.safetensors")) {
-    OCTET_CHECK(std::filesystem::exists(dir + "/latest"), "sample", "--checkpoint ", dir,
-                " holds no checkpoint to sample from (neither model.safetensors nor a 'latest' "
-                "file); give a run's --out directory or one of its step_* directories");
-    dir = train::latest_checkpoint(dir);
-  }
+  const std::string dir = train::checkpoint_step_dir(f.checkpoint, "sample", "to sample from");
   const std::string config_path = dir + "/config.json";
   const model::LlamaConfig config =
       model::llama_config_from_json(read_json_file(config_path), config_path);

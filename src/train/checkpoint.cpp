@@ -106,6 +106,15 @@ std::string latest_checkpoint(const std::string& dir) {
   return step_dir;
 }
 
+std::string checkpoint_step_dir(const std::string& dir, const char* op, const char* purpose) {
+  if (fs::exists(dir + "/latest")) return latest_checkpoint(dir);
+  OCTET_CHECK(fs::exists(dir + "/model.safetensors"), op, "--checkpoint ", dir,
+              " holds no checkpoint to ", purpose,
+              " (neither model.safetensors nor a 'latest' file); give a run's --out directory or "
+              "one of its step_* directories");
+  return dir;
+}
+
 void load_model_weights(const std::string& step_dir, model::Llama& model) {
   const std::string config_path = step_dir + "/config.json";
   const model::LlamaConfig stored =

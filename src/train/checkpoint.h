@@ -5,6 +5,7 @@
 // trained on shards that carry one} and <dir>/latest naming the newest, with links to its
 // HF files beside it (train/run_links.h).
 // defines: TrainerState, read_trainer_state, save_checkpoint, load_checkpoint, latest_checkpoint,
+//          checkpoint_step_dir,
 //          load_model_weights, trainer_state_from_json
 #pragma once
 
@@ -44,6 +45,12 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
 
 // The step directory `latest` names in `dir`; throws naming the file when there is none.
 std::string latest_checkpoint(const std::string& dir);
+
+// The step directory a command's `--checkpoint DIR` names: the one DIR's `latest` names (a run
+// directory: its HF links make it look like a step directory, but the trainer state is only in
+// the step directory), else DIR itself when it holds model.safetensors. Throws
+// "[op] --checkpoint DIR holds no checkpoint to <purpose> ..." when it is neither.
+std::string checkpoint_step_dir(const std::string& dir, const char* op, const char* purpose);
 
 // Reads the model weights of a step directory (model.safetensors) into model.master()
 // and syncs the working weights. Every parameter must be present with its shape.
