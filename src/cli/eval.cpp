@@ -62,7 +62,7 @@ double mean_loss(model::Llama& m, data::TokenLoader& val, int64_t batches) {
 
 int evaluate(const EvalFlags& f) {
   check_device_present("eval", f.device);
-  const std::string dir = train::checkpoint_step_dir(f.checkpoint, "eval", "to evaluate");
+  const std::string dir = train::checkpoint_step_dir(f.checkpoint, "eval", "evaluate");
   const std::string config_path = dir + "/config.json";
   const model::LlamaConfig config =
       model::llama_config_from_json(read_json_file(config_path), config_path);

@@ -132,7 +132,7 @@ struct SampleFlags {
 
 int sample(const SampleFlags& f) {
   if (f.ids) parse_prompt_ids(f.prompt);  // a bad id list is named before anything is read
-  const std::string dir = train::checkpoint_step_dir(f.checkpoint, "sample", "to sample from");
+  const std::string dir = train::checkpoint_step_dir(f.checkpoint, "sample", "sample from");
   const std::string config_path = dir + "/config.json";
   const model::LlamaConfig config =
       model::llama_config_from_json(read_json_file(config_path), config_path);
