@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "io/json.h"
-#include "train/guard.h"
 #include "octet_commit.h"  // generated at build time by cmake/commit.cmake: OCTET_COMMIT
+#include "train/guard.h"
 
 namespace octet::train {
 namespace fs = std::filesystem;

@@ -140,9 +140,9 @@ TEST(Retention, ATrainingRunKeepsTheNewestAndMilestonesAndCleansUpAtStart) {
   }
   std::sort(names.begin(), names.end());
   // Beside the checkpoints: run.json and the HF links into the newest (train/run_links.h).
-  EXPECT_EQ(names, (std::vector<std::string>{"config.json", "latest", "model.safetensors",
-                                             "run.json", step_name(5), step_name(10),
-                                             step_name(11), step_name(12)}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"config.json", "latest", "model.safetensors", "run.json",
+                                      step_name(5), step_name(10), step_name(11), step_name(12)}));
   EXPECT_EQ(latest_checkpoint(c.out_dir), c.out_dir + "/" + step_name(12));
 }
 
