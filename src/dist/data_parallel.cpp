@@ -44,7 +44,7 @@ void DataParallel::adamw(const Tensor& master, const Tensor& grads, const Tensor
                          const Tensor& v, int64_t first, double lr, int64_t step,
                          const Tensor& grad_sum_sq) {
   // master, grads, m, v: the parameters [first, first + n); matrices (decayed) come first.
-  const int64_t n = master.numel(), nd = model_.decayed_count();
+  const int64_t nd = model_.decayed_count();
   kernels::AdamWStep s;
   s.lr = static_cast<float>(lr);
   s.beta1 = static_cast<float>(adamw_.beta1);
@@ -52,17 +52,8 @@ void DataParallel::adamw(const Tensor& master, const Tensor& grads, const Tensor
   s.eps = static_cast<float>(adamw_.eps);
   s.step = step;
   s.max_grad_norm = static_cast<float>(std::max(0.0, adamw_.grad_clip));
-  const int64_t split = std::clamp(nd - first, int64_t{0}, n);
-  if (split > 0) {
-    s.weight_decay = static_cast<float>(adamw_.weight_decay);
-    kernels::adamw_step(range(master, 0, split), range(grads, 0, split), range(m, 0, split),
-                        range(v, 0, split), s, grad_sum_sq);
-  }
-  if (split < n) {
-    s.weight_decay = 0.0f;
-    kernels::adamw_step(range(master, split, n), range(grads, split, n), range(m, split, n),
-                        range(v, split, n), s, grad_sum_sq);
-  }
+  s.weight_decay = static_cast<float>(adamw_.weight_decay);
+  kernels::adamw_step_decayed_first(master, grads, m, v, first, nd, s, grad_sum_sq);
 }
 
 void DataParallel::step(int64_t step, double lr, const Tensor& grad_sum_sq) {

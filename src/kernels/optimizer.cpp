@@ -1,6 +1,8 @@
 // kernels/optimizer.cpp: validation of the optimizer kernels and dispatch by device.
 #include "kernels/optimizer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/backends.h"
 
@@ -26,6 +28,21 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   if (param.numel() == 0) return;
   if (param.device.is_cpu()) return cpu::adamw_step(param, grad, m, v, step, grad_sum_sq);
   OCTET_CUDA_RETURN("adamw", param, adamw_step, param, grad, m, v, step, grad_sum_sq);
+}
+
+void adamw_step_decayed_first(const Tensor& param, const Tensor& grad, const Tensor& m,
+                              const Tensor& v, int64_t first, int64_t decayed,
+                              const AdamWStep& step, const Tensor& grad_sum_sq) {
+  const int64_t n = param.numel(), split = std::clamp(decayed - first, int64_t{0}, n);
+  const auto part = [](const Tensor& t, int64_t begin, int64_t end) {
+    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+  };
+  adamw_step(part(param, 0, split), part(grad, 0, split), part(m, 0, split), part(v, 0, split),
+             step, grad_sum_sq);
+  AdamWStep undecayed = step;
+  undecayed.weight_decay = 0.0f;
+  adamw_step(part(param, split, n), part(grad, split, n), part(m, split, n), part(v, split, n),
+             undecayed, grad_sum_sq);
 }
 
 void sum_of_squares(const Tensor& x, const Tensor& out) {

@@ -1,6 +1,7 @@
 // kernels/optimizer.h: AdamW over a contiguous parameter buffer in one call, and the
 // sum of squares that gradient clipping needs.
-// defines: AdamWStep, clip_factor, adamw_step, sum_of_squares, add_scaled_sum
+// defines: AdamWStep, clip_factor, adamw_step, adamw_step_decayed_first, sum_of_squares,
+//          add_scaled_sum
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,13 @@ OCTET_HD float clip_factor(float sum_sq, float max_norm) {
 // (sum_of_squares), read when step.max_grad_norm > 0; may be empty otherwise.
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                 const AdamWStep& step, const Tensor& grad_sum_sq = Tensor());
+
+// adamw_step over parameters [first, first + n) of a model whose parameters [0, decayed) take
+// weight decay (the matrices) and the rest none (the norm weights): step.weight_decay on the
+// part below `decayed`, 0 above it. param, grad, m, v: f32 [n], contiguous.
+void adamw_step_decayed_first(const Tensor& param, const Tensor& grad, const Tensor& m,
+                              const Tensor& v, int64_t first, int64_t decayed,
+                              const AdamWStep& step, const Tensor& grad_sum_sq = Tensor());
 
 // out[0] = sum of x² (f32 or bf16 x, summed in fp64 on the CPU, rounded to f32 once).
 void sum_of_squares(const Tensor& x, const Tensor& out);

@@ -7,15 +7,6 @@
 #include "kernels/optimizer.h"
 
 namespace octet::train {
-namespace {
-
-// Elements [begin, end) of a contiguous f32 tensor.
-Tensor range(const Tensor& t, int64_t begin, int64_t end) {
-  return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
-}
-
-}  // namespace
-
 Optimizer::Optimizer(model::Llama& model, const TrainConfig& config)
     : model_(model), config_(config) {
   const int64_t p = model.parameter_count();
@@ -61,14 +52,8 @@ bool Optimizer::step(int64_t step, double lr, const Tensor& grad_sum_sq, const T
   s.eps = static_cast<float>(config_.eps);
   s.step = step;
   s.max_grad_norm = static_cast<float>(std::max(0.0, config_.grad_clip));
-  // Matrices (decayed) and norm weights (not) are two contiguous ranges.
-  const int64_t nd = model_.decayed_count(), p = model_.parameter_count();
   s.weight_decay = static_cast<float>(config_.weight_decay);
-  kernels::adamw_step(range(master, 0, nd), range(grads, 0, nd), range(m, 0, nd), range(v, 0, nd),
-                      s, grad_sum_sq);
-  s.weight_decay = 0.0f;
-  kernels::adamw_step(range(master, nd, p), range(grads, nd, p), range(m, nd, p), range(v, nd, p),
-                      s, grad_sum_sq);
+  kernels::adamw_step_decayed_first(master, grads, m, v, 0, model_.decayed_count(), s, grad_sum_sq);
   model_.sync_working_weights();
   model_.update_scaling();
   return true;
