@@ -26,6 +26,18 @@ class SingleComm final : public Comm {
     copy_bytes(shard.data, shard.device, full.data, full.device, shard.nbytes());
   }
   void all_gather(const Tensor&, const Partition&) override {}
+  void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                  const std::vector<int64_t>& recv_at) override {
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == 2 && recv_at.size() == 2 &&
+                    send_at[1] - send_at[0] == recv_at[1] - recv_at[0] &&
+                    send_at[1] <= send.numel() && recv_at[1] <= recv.numel(),
+                "all_to_all", "one rank: send ", send.str(), " and recv ", recv.str(),
+                " need one chunk of equal length");
+    const size_t width = dtype_size(send.dtype);
+    copy_bytes(static_cast<char*>(recv.data) + recv_at[0] * width, recv.device,
+               static_cast<const char*>(send.data) + send_at[0] * width, send.device,
+               static_cast<size_t>(send_at[1] - send_at[0]) * width);
+  }
   void broadcast(const Tensor&, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int code) override { std::exit(code); }

@@ -51,6 +51,13 @@ class Comm {
   // In place: every rank's elements [p.begin(r), p.end(r)) of full (any dtype, p counting
   // elements) are copied into full on every other rank.
   virtual void all_gather(const Tensor& full, const Partition& p) = 0;
+  // Every rank sends to every rank q (itself included) send's elements [send_at[q],
+  // send_at[q + 1]) and receives into recv's elements [recv_at[q], recv_at[q + 1]) what
+  // rank q sent it. Any dtype, moved as bytes; send_at and recv_at hold size() + 1
+  // offsets, in elements. The exchange under a reduce-scatter that sums locally in fp32
+  // what travelled in FP8 (dist/fp8_reduce.h).
+  virtual void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at,
+                          const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
   // t (any dtype) on every rank becomes root's t.
   virtual void broadcast(const Tensor& t, int root) = 0;
   virtual void barrier() = 0;

@@ -87,6 +87,33 @@ class MpiComm final : public Comm {
               "MPI_Allgatherv");
   }
 
+  // MPI_Alltoallv over bytes: the chunks are FP8 codes or f32, summed by the caller in
+  // fp32 (an MPI_Op over FP8 bytes would have to round every partial sum to FP8).
+  void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                  const std::vector<int64_t>& recv_at) override {
+    check_cpu(send, "all_to_all");
+    check_cpu(recv, "all_to_all");
+    const auto n = static_cast<size_t>(size_) + 1;
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == n && recv_at.size() == n &&
+                    send_at.back() <= send.numel() && recv_at.back() <= recv.numel(),
+                "all_to_all", "send ", send.str(), " and recv ", recv.str(), " with ", n,
+                " offsets each over ", size_, " ranks");
+    const int64_t width = static_cast<int64_t>(dtype_size(send.dtype));
+    counts_.assign(static_cast<size_t>(size_), 0);
+    displs_.assign(static_cast<size_t>(size_), 0);
+    recv_counts_.assign(static_cast<size_t>(size_), 0);
+    recv_displs_.assign(static_cast<size_t>(size_), 0);
+    for (size_t r = 0; r + 1 < n; ++r) {
+      counts_[r] = as_count((send_at[r + 1] - send_at[r]) * width, "all_to_all");
+      displs_[r] = as_count(send_at[r] * width, "all_to_all");
+      recv_counts_[r] = as_count((recv_at[r + 1] - recv_at[r]) * width, "all_to_all");
+      recv_displs_[r] = as_count(recv_at[r] * width, "all_to_all");
+    }
+    check_mpi(MPI_Alltoallv(send.data, counts_.data(), displs_.data(), MPI_BYTE, recv.data,
+                            recv_counts_.data(), recv_displs_.data(), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Alltoallv");
+  }
+
   void broadcast(const Tensor& t, int root) override {
     check_cpu(t, "broadcast");
     check_mpi(MPI_Bcast(t.data, as_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
@@ -107,6 +134,7 @@ class MpiComm final : public Comm {
   bool finalize_;
   int rank_ = 0, size_ = 1;
   std::vector<int> counts_, displs_;  // per call, kept so that a step allocates nothing
+  std::vector<int> recv_counts_, recv_displs_;
 };
 
 }  // namespace

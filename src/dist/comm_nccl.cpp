@@ -82,6 +82,37 @@ class NcclComm final : public Comm {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }
 
+  // One group of ncclSend/ncclRecv per peer (itself included), bytes: NCCL's own FP8 sum
+  // would round every partial sum to FP8; the caller sums the chunks in fp32.
+  void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                  const std::vector<int64_t>& recv_at) override {
+    check_cuda_tensor(send, "all_to_all");
+    check_cuda_tensor(recv, "all_to_all");
+    const auto n = static_cast<size_t>(size()) + 1;
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == n && recv_at.size() == n &&
+                    send_at.back() <= send.numel() && recv_at.back() <= recv.numel(),
+                "all_to_all", "send ", send.str(), " and recv ", recv.str(), " with ", n,
+                " offsets each over ", size(), " ranks");
+    const size_t width = dtype_size(send.dtype);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size(); ++r) {
+      const auto q = static_cast<size_t>(r);
+      if (send_at[q + 1] > send_at[q]) {
+        check_nccl(ncclSend(static_cast<const char*>(send.data) + send_at[q] * width,
+                            static_cast<size_t>(send_at[q + 1] - send_at[q]) * width, ncclUint8, r,
+                            comm_, stream()),
+                   "ncclSend");
+      }
+      if (recv_at[q + 1] > recv_at[q]) {
+        check_nccl(ncclRecv(static_cast<char*>(recv.data) + recv_at[q] * width,
+                            static_cast<size_t>(recv_at[q + 1] - recv_at[q]) * width, ncclUint8, r,
+                            comm_, stream()),
+                   "ncclRecv");
+      }
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
   void broadcast(const Tensor& t, int root) override {
     if (t.device.is_cpu()) return bootstrap_->broadcast(t, root);
     check_nccl(ncclBroadcast(t.data, t.data, t.nbytes(), ncclUint8, root, comm_, stream()),
