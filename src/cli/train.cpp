@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "dist/fp8_comm.h"
 #include "fp8/recipe.h"
 #include "io/json.h"
 #include "model/llama.h"
@@ -187,6 +188,10 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                 "under mpirun: 0 (gradients all-reduced) or 1 (AdamW state sharded, gradients "
                 "reduce-scattered, weights all-gathered); default 1")
       ->check(CLI::Range(0, 1));
+  add_parsed(*t, "--fp8-comm", c->fp8_comm, dist::fp8_comm_from_name,
+             "under mpirun and --precision fp8: none, weights (the block linears' weights "
+             "all-gathered in FP8) or weights+grads (and their gradients reduce-scattered in FP8)")
+      ->default_str("none");
   t->add_option("--seq-len", c->seq_len, "tokens per sequence")
       ->check(at_least(1))
       ->default_str("the model's max_position_embeddings");
