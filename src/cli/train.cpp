@@ -186,8 +186,9 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
       ->check(at_least(1));
   t->add_option("--zero", c->zero,
                 "under mpirun: 0 (gradients all-reduced) or 1 (AdamW state sharded, gradients "
-                "reduce-scattered, weights all-gathered); default 1")
-      ->check(CLI::Range(0, 1));
+                "reduce-scattered, weights all-gathered) or 2 (and the gradients reduce-scattered "
+                "in per-layer buckets during the backward); default 1")
+      ->check(CLI::Range(0, 2));
   add_parsed(*t, "--fp8-comm", c->fp8_comm, dist::fp8_comm_from_name,
              "under mpirun and --precision fp8: none, weights (the block linears' weights "
              "all-gathered in FP8) or weights+grads (and their gradients reduce-scattered in FP8)")

@@ -1,6 +1,7 @@
 // dist/comm_mpi.cpp: dist::Comm over MPI's world communicator, for CPU tensors.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <mutex>
@@ -114,6 +115,47 @@ class MpiComm final : public Comm {
               "MPI_Alltoallv");
   }
 
+  void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p, int64_t lo,
+                            int64_t hi) override {
+    check_cpu(full, "reduce_scatter");
+    check_cpu(shard, "reduce_scatter");
+    OCTET_CHECK(p.ranks() == size_ && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(rank_) && 0 <= lo &&
+                    lo <= hi && hi <= p.total(),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank_),
+                "] over ", size_, " ranks and a range within them, got ", full.str(), ", ",
+                shard.str(), " and [", lo, ", ", hi, ")");
+    // One request per bucket; its counts live until the wait (the pool keeps its
+    // capacity, so that after the first step nothing is allocated).
+    if (pending_ == pending_counts_.size()) {
+      pending_counts_.emplace_back();
+      requests_.push_back(MPI_REQUEST_NULL);
+    }
+    std::vector<int>& counts = pending_counts_[pending_];
+    counts.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) {
+      const int64_t a = std::clamp(p.begin(r), lo, hi), b = std::clamp(p.end(r), lo, hi);
+      counts[static_cast<size_t>(r)] = as_count(b - a, "reduce_scatter");
+    }
+    const int64_t mine = std::clamp(p.begin(rank_), lo, hi) - p.begin(rank_);
+    check_mpi(MPI_Ireduce_scatter(static_cast<const float*>(full.data) + lo,
+                                  static_cast<float*>(shard.data) + mine, counts.data(), MPI_FLOAT,
+                                  MPI_SUM, MPI_COMM_WORLD, &requests_[pending_]),
+              "MPI_Ireduce_scatter");
+    ++pending_;
+    // Open MPI moves a non-blocking collective on only inside MPI calls: testing the
+    // started ones here lets the earlier buckets progress while the backward goes on.
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(pending_), requests_.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+  }
+
+  void wait_reduce_scatters() override {
+    check_mpi(MPI_Waitall(static_cast<int>(pending_), requests_.data(), MPI_STATUSES_IGNORE),
+              "MPI_Waitall");
+    pending_ = 0;
+  }
+
   void broadcast(const Tensor& t, int root) override {
     check_cpu(t, "broadcast");
     check_mpi(MPI_Bcast(t.data, as_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
@@ -135,6 +177,9 @@ class MpiComm final : public Comm {
   int rank_ = 0, size_ = 1;
   std::vector<int> counts_, displs_;  // per call, kept so that a step allocates nothing
   std::vector<int> recv_counts_, recv_displs_;
+  std::vector<std::vector<int>> pending_counts_;  // start_reduce_scatter's, per request
+  std::vector<MPI_Request> requests_;
+  size_t pending_ = 0;
 };
 
 }  // namespace

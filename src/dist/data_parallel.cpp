@@ -2,6 +2,7 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 #include "kernels/optimizer.h"
@@ -25,15 +26,74 @@ Buffer f32_buffer(Device device, int64_t n) {
 DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero,
                            const AdamWConfig& adamw)
     : comm_(std::move(comm)), model_(model), zero_(zero), adamw_(adamw) {
-  OCTET_CHECK(zero == 0 || zero == 1, "dist", "--zero ", zero,
-              " is not available: 0 (all-reduce) or 1 (sharded optimizer state)");
+  OCTET_CHECK(zero >= 0 && zero <= 2, "dist", "--zero ", zero,
+              " is not available: 0 (all-reduce), 1 (sharded optimizer state) or 2 (and "
+              "sharded gradients, reduce-scattered in buckets during the backward)");
   const int64_t p = model.parameter_count();
   const Device device = model.options().device;
   partition_ = Partition(p, comm_->size());
   const int64_t local = zero == 0 ? p : partition_.count(comm_->rank());
   m_ = f32_buffer(device, local);
   v_ = f32_buffer(device, local);
-  if (zero == 1) grad_shard_ = f32_buffer(device, local);
+  if (zero >= 1) grad_shard_ = f32_buffer(device, local);
+  if (zero == 2) {
+    const model::LlamaConfig& c = model.config();
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string layer = "model.layers." + std::to_string(l) + ".";
+      const model::ParamInfo& q = model.param(layer + "self_attn.q_proj.weight");
+      const model::ParamInfo& down = model.param(layer + "mlp.down_proj.weight");
+      layer_buckets_.emplace_back(q.offset, down.offset + down.shape.numel());
+    }
+    model_.set_backward_hook([this](int64_t layer) { on_backward(layer); });
+  }
+}
+
+DataParallel::~DataParallel() {
+  if (zero_ == 2) model_.set_backward_hook(nullptr);
+}
+
+void DataParallel::last_micro_batch() {
+  armed_ = zero_ == 2 && !fp8_grads_;  // the FP8 reduce-scatter is one call, after backward
+}
+
+void DataParallel::on_backward(int64_t layer) {
+  if (!armed_) return;
+  const Tensor grads = model_.grads();
+  const int64_t count = partition_.count(comm_->rank());
+  const Tensor shard =
+      range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, count)}), 0, count);
+  if (layer >= 0) {
+    const auto [lo, hi] = layer_buckets_[static_cast<size_t>(layer)];
+    comm_->start_reduce_scatter(grads, shard, partition_, lo, hi);
+    ++buckets_started_;
+  } else {
+    // The rest: the embedding before layer 0's matrices; the LM head and the norm weights
+    // after the last layer's (no layers: everything).
+    const int64_t first =
+        layer_buckets_.empty() ? partition_.total() : layer_buckets_.front().first;
+    const int64_t last = layer_buckets_.empty() ? partition_.total() : layer_buckets_.back().second;
+    comm_->start_reduce_scatter(grads, shard, partition_, 0, first);
+    comm_->start_reduce_scatter(grads, shard, partition_, last, partition_.total());
+    buckets_started_ += 2;
+    armed_ = false;
+  }
+  started_ = true;
+}
+
+void DataParallel::use_fp8_gradients() {
+  const model::LlamaConfig& c = model_.config();
+  if (c.num_hidden_layers == 0) return;  // no block linears
+  // The block matrices are contiguous: from layer 0's q_proj to the last down_proj.
+  const model::ParamInfo& first = model_.param("model.layers.0.self_attn.q_proj.weight");
+  const model::ParamInfo& last = model_.param(
+      "model.layers." + std::to_string(c.num_hidden_layers - 1) + ".mlp.down_proj.weight");
+  const Device device = model_.options().device;
+  fp8_grads_ = std::make_unique<GradReduceScatter>(
+      comm_, partition_, first.offset, last.offset + last.shape.numel(),
+      model_.options().recipe.format(fp8::Role::gradient), device);
+  // ZeRO 0 holds the reduced gradients whole: the FP8 reduce-scatter, then an all-gather.
+  if (zero_ == 0 && !grad_shard_.data())
+    grad_shard_ = f32_buffer(device, partition_.count(comm_->rank()));
 }
 
 void DataParallel::sum_over_ranks(const Tensor& scalar) {
@@ -65,8 +125,28 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
   const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r);
-  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1).
-  if (zero_ == 0) {
+  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1, and
+  // ZeRO 2 when the trainer did not call last_micro_batch()).
+  if (fp8_grads_) {
+    // Each rank's shard summed in fp32 from FP8 chunks (ZeRO 0: then gathered whole).
+    const Tensor shard =
+        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
+    fp8_grads_->run(grads, shard);
+    if (zero_ == 0) {
+      copy_bytes(static_cast<float*>(grads.data) + begin, grads.device, shard.data, shard.device,
+                 static_cast<size_t>(end - begin) * 4);
+      comm_->all_gather(grads, partition_);
+      shard_ = range(grads, begin, end);
+    } else {
+      shard_ = shard;
+    }
+  } else if (started_) {
+    // ZeRO 2: the buckets the backward started; every element of the shard is in one.
+    comm_->wait_reduce_scatters();
+    started_ = false;
+    shard_ =
+        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
+  } else if (zero_ == 0) {
     comm_->all_reduce(grads, ReduceOp::sum);
     shard_ = range(grads, begin, end);
   } else {

@@ -8,9 +8,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/buffer.h"
 #include "dist/comm.h"
+#include "dist/fp8_reduce.h"
 #include "model/llama.h"
 
 namespace octet::dist {
@@ -27,8 +30,19 @@ struct AdamWConfig {
 // step() allocates nothing.
 class DataParallel {
  public:
-  // zero: 0 or 1.
+  // zero: 0, 1 or 2.
   DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // ZeRO 2: the next backward is the step's last micro-batch: as it completes each layer's
+  // gradients (Llama's backward hook) their reduce-scatter starts, one bucket per layer,
+  // and reduce_gradients() waits for them. With accumulation the earlier micro-batches
+  // reduce nothing (their gradients are not final). A no-op under ZeRO 0 and 1.
+  void last_micro_batch();
+  // ZeRO 2: buckets started by backward hooks so far (tests).
+  int64_t buckets_started() const { return buckets_started_; }
 
   // One optimizer step after the local backward passes: reduces the gradients, writes the
   // global sum of their squares into grad_sum_sq (f32[1]), clips, updates with AdamW at
@@ -40,6 +54,11 @@ class DataParallel {
   // ...then the clipped AdamW update of the reduced gradients, the weights gathered and
   // synced, and the FP8 scaling state updated from the amax over all ranks.
   void update(int64_t step, double lr, const Tensor& grad_sum_sq);
+  // --fp8-comm weights+grads, the gradient half: from now on reduce_gradients() moves the
+  // block linears' gradients as FP8 codes (the recipe's gradient format) at a shared scale
+  // and sums them in fp32 on receipt (GradReduceScatter); the rest stays f32.
+  void use_fp8_gradients();
+  const GradReduceScatter* fp8_gradients() const { return fp8_grads_.get(); }
   // Sums a scalar over ranks (each rank's weighted loss sum: the global mean loss).
   void sum_over_ranks(const Tensor& scalar);
 
@@ -70,6 +89,13 @@ class DataParallel {
   Buffer grad_shard_;       // ZeRO 1: the reduce-scattered gradients of this rank's shard
   Buffer full_m_, full_v_;  // ZeRO 1: only while a checkpoint is written or read
   Tensor shard_;            // this rank's reduced gradients, from reduce_gradients to update
+  std::unique_ptr<GradReduceScatter> fp8_grads_;  // --fp8-comm weights+grads
+  // ZeRO 2: the buckets, in the order backward completes them: layer l's matrices at
+  // [l] (started after layer l), then the rest (embedding, LM head, norms) at the end.
+  void on_backward(int64_t layer);
+  std::vector<std::pair<int64_t, int64_t>> layer_buckets_;
+  bool armed_ = false, started_ = false;
+  int64_t buckets_started_ = 0;
 };
 
 }  // namespace octet::dist

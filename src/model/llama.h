@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,13 @@ class Llama {
   float forward(const Tensor& inputs, const Tensor& targets, float grad_scale);
   // Accumulates d(loss)/d(parameters) into grads() for the last forward.
   void backward();
+  // Called by backward() as the gradients of parameters become final: with l after layer l's
+  // backward (its four linears' matrices and its two norm weights; l = L-1 down to 0), then
+  // with -1 at the end (the embedding, LM head and final norm). Data parallelism starts
+  // reducing a bucket there (ZeRO 2). Empty: nothing is called.
+  void set_backward_hook(std::function<void(int64_t layer)> hook) {
+    backward_hook_ = std::move(hook);
+  }
   // The logits of the last forward ([T, vocab], working dtype; f32 under fp32).
   Tensor logits() const;
 
@@ -122,6 +130,7 @@ class Llama {
   const ParamInfo* final_norm_ = nullptr;  // model.norm.weight
   Tensor inputs_, targets_;
   float grad_scale_ = 0.0f;
+  std::function<void(int64_t)> backward_hook_;
 };
 
 }  // namespace octet::model

@@ -165,6 +165,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
                                   config.grad_clip};
     dp_ = std::make_unique<dist::DataParallel>(comm_, *model_, config.zero < 0 ? 1 : config.zero,
                                                adamw);
+    if (dist::fp8_comm_grads(config.fp8_comm)) dp_->use_fp8_gradients();
   } else {
     optimizer_ = std::make_unique<Optimizer>(*model_, config);
   }
@@ -270,6 +271,7 @@ StepRecord Trainer::train_step() {
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     load_batch(*train_loader_, inputs_, targets_, host_inputs_, host_targets_);
     m.forward(inputs_, targets_, static_cast<float>(1.0 / tokens), loss, 1.0 / tokens);
+    if (dp_ && micro + 1 == config_.grad_accum) dp_->last_micro_batch();  // ZeRO 2's buckets
     m.backward();
   }
   if (after_backward) after_backward(*this);

@@ -47,6 +47,8 @@ class Trainer {
 
   int64_t step() const { return step_; }
   model::Llama& model() { return *model_; }
+  // Under more than one rank: the data-parallel step (nullptr on one).
+  const dist::DataParallel* data_parallel() const { return dp_.get(); }
   // The synthetic corpus' best possible loss (nats per token), or nullopt for shards.
   std::optional<double> loss_floor() const { return loss_floor_; }
   // Writes a checkpoint now (out_dir must be set); returns its directory.
