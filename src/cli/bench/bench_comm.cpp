@@ -79,9 +79,9 @@ int bench_comm(const CommOptions& o) {
        [&] { comm->all_reduce(f32, dist::ReduceOp::sum); }},
       {"reduce-scatter f32 (ZeRO 1 gradients)", 4.0 * p, ring,
        [&] { comm->reduce_scatter(f32, mine, part); }},
-      {"reduce-scatter fp8 grads (--fp8-comm w+g)", 4.0 * p, ring,
-       [&] { fp8_grads.run(f32, mine); }, static_cast<double>(fp8_grads.bytes_sent())},
-      {"reduce-scatter f32, layer buckets (ZeRO 2)", 4.0 * p, ring,
+      {"reduce-scatter fp8 grads (w+grads)", 4.0 * p, ring, [&] { fp8_grads.run(f32, mine); },
+       static_cast<double>(fp8_grads.bytes_sent())},
+      {"reduce-scatter f32 buckets (ZeRO 2)", 4.0 * p, ring,
        [&] {
          for (int64_t l = config.num_hidden_layers - 1; l >= 0; --l)
            comm->start_reduce_scatter(f32, mine, part, first + l * layer, first + (l + 1) * layer);
