@@ -38,7 +38,11 @@ class SingleComm final : public Comm {
                static_cast<const float*>(full.data) + lo, full.device,
                static_cast<size_t>(hi - lo) * 4);
   }
-  void wait_reduce_scatters() override {}
+  void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                        const std::vector<int64_t>& recv_at) override {
+    all_to_all(send, send_at, recv, recv_at);
+  }
+  void wait_started() override {}
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
                   const std::vector<int64_t>& recv_at) override {
     OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == 2 && recv_at.size() == 2 &&

@@ -99,35 +99,20 @@ class NcclComm final : public Comm {
   // would round every partial sum to FP8; the caller sums the chunks in fp32.
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
                   const std::vector<int64_t>& recv_at) override {
-    check_cuda_tensor(send, "all_to_all");
-    check_cuda_tensor(recv, "all_to_all");
-    const auto n = static_cast<size_t>(size()) + 1;
-    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == n && recv_at.size() == n &&
-                    send_at.back() <= send.numel() && recv_at.back() <= recv.numel(),
-                "all_to_all", "send ", send.str(), " and recv ", recv.str(), " with ", n,
-                " offsets each over ", size(), " ranks");
-    const size_t width = dtype_size(send.dtype);
-    check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (int r = 0; r < size(); ++r) {
-      const auto q = static_cast<size_t>(r);
-      if (send_at[q + 1] > send_at[q]) {
-        check_nccl(ncclSend(static_cast<const char*>(send.data) + send_at[q] * width,
-                            static_cast<size_t>(send_at[q + 1] - send_at[q]) * width, ncclUint8, r,
-                            comm_, stream()),
-                   "ncclSend");
-      }
-      if (recv_at[q + 1] > recv_at[q]) {
-        check_nccl(ncclRecv(static_cast<char*>(recv.data) + recv_at[q] * width,
-                            static_cast<size_t>(recv_at[q + 1] - recv_at[q]) * width, ncclUint8, r,
-                            comm_, stream()),
-                   "ncclRecv");
-      }
-    }
-    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    exchange(send, send_at, recv, recv_at, stream());
+  }
+
+  // The same on the second stream, after octet's stream has produced send (an event).
+  void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                        const std::vector<int64_t>& recv_at) override {
+    check_cuda(cudaEventRecord(ready_, stream()), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent");
+    exchange(send, send_at, recv, recv_at, side_);
+    pending_ = true;
   }
 
   // The bucket's per-rank reduces on a second stream, once octet's stream has produced
-  // the gradients (an event); wait_reduce_scatters() makes octet's stream wait for them.
+  // the gradients (an event); wait_started() makes octet's stream wait for them.
   void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p, int64_t lo,
                             int64_t hi) override {
     check_cuda_tensor(full, "reduce_scatter");
@@ -154,7 +139,7 @@ class NcclComm final : public Comm {
     pending_ = true;
   }
 
-  void wait_reduce_scatters() override {
+  void wait_started() override {
     if (!pending_) return;
     check_cuda(cudaEventRecord(done_, side_), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream(), done_, 0), "cudaStreamWaitEvent");
@@ -182,6 +167,34 @@ class NcclComm final : public Comm {
 
  private:
   static cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream()); }
+  void exchange(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                const std::vector<int64_t>& recv_at, cudaStream_t on) {
+    check_cuda_tensor(send, "all_to_all");
+    check_cuda_tensor(recv, "all_to_all");
+    const auto n = static_cast<size_t>(size()) + 1;
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == n && recv_at.size() == n &&
+                    send_at.back() <= send.numel() && recv_at.back() <= recv.numel(),
+                "all_to_all", "send ", send.str(), " and recv ", recv.str(), " with ", n,
+                " offsets each over ", size(), " ranks");
+    const size_t width = dtype_size(send.dtype);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size(); ++r) {
+      const auto q = static_cast<size_t>(r);
+      if (send_at[q + 1] > send_at[q]) {
+        check_nccl(ncclSend(static_cast<const char*>(send.data) + send_at[q] * width,
+                            static_cast<size_t>(send_at[q + 1] - send_at[q]) * width, ncclUint8, r,
+                            comm_, on),
+                   "ncclSend");
+      }
+      if (recv_at[q + 1] > recv_at[q]) {
+        check_nccl(ncclRecv(static_cast<char*>(recv.data) + recv_at[q] * width,
+                            static_cast<size_t>(recv_at[q + 1] - recv_at[q]) * width, ncclUint8, r,
+                            comm_, on),
+                   "ncclRecv");
+      }
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
   std::shared_ptr<Comm> bootstrap_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t side_ = nullptr;  // start_reduce_scatter's stream

@@ -53,7 +53,7 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::last_micro_batch() {
-  armed_ = zero_ == 2 && !fp8_grads_;  // the FP8 reduce-scatter is one call, after backward
+  armed_ = zero_ == 2;
 }
 
 void DataParallel::on_backward(int64_t layer) {
@@ -63,8 +63,13 @@ void DataParallel::on_backward(int64_t layer) {
   const Tensor shard =
       range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, count)}), 0, count);
   if (layer >= 0) {
+    // A layer's matrices: under --fp8-comm weights+grads in FP8 at the layer's own scale.
     const auto [lo, hi] = layer_buckets_[static_cast<size_t>(layer)];
-    comm_->start_reduce_scatter(grads, shard, partition_, lo, hi);
+    if (fp8_grads_) {
+      fp8_grads_->start_bucket(grads, shard, lo, hi);
+    } else {
+      comm_->start_reduce_scatter(grads, shard, partition_, lo, hi);
+    }
     ++buckets_started_;
   } else {
     // The rest: the embedding before layer 0's matrices; the LM head and the norm weights
@@ -90,7 +95,8 @@ void DataParallel::use_fp8_gradients() {
   const Device device = model_.options().device;
   fp8_grads_ = std::make_unique<GradReduceScatter>(
       comm_, partition_, first.offset, last.offset + last.shape.numel(),
-      model_.options().recipe.format(fp8::Role::gradient), device);
+      model_.options().recipe.format(fp8::Role::gradient), device,
+      static_cast<int>(layer_buckets_.size()));
   // ZeRO 0 holds the reduced gradients whole: the FP8 reduce-scatter, then an all-gather.
   if (zero_ == 0 && !grad_shard_.data())
     grad_shard_ = f32_buffer(device, partition_.count(comm_->rank()));
@@ -127,7 +133,14 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
   const int64_t begin = partition_.begin(r), end = partition_.end(r);
   // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1, and
   // ZeRO 2 when the trainer did not call last_micro_batch()).
-  if (fp8_grads_) {
+  if (started_) {
+    // ZeRO 2: the buckets the backward started; every element of the shard is in one.
+    comm_->wait_started();
+    started_ = false;
+    shard_ =
+        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
+    if (fp8_grads_) fp8_grads_->finish_buckets(shard_);
+  } else if (fp8_grads_) {
     // Each rank's shard summed in fp32 from FP8 chunks (ZeRO 0: then gathered whole).
     const Tensor shard =
         range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
@@ -140,12 +153,6 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
     } else {
       shard_ = shard;
     }
-  } else if (started_) {
-    // ZeRO 2: the buckets the backward started; every element of the shard is in one.
-    comm_->wait_reduce_scatters();
-    started_ = false;
-    shard_ =
-        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
   } else if (zero_ == 0) {
     comm_->all_reduce(grads, ReduceOp::sum);
     shard_ = range(grads, begin, end);

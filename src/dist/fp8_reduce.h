@@ -33,13 +33,23 @@ namespace octet::dist {
 // The other ranges travel as f32 and sum in rank order (bit for bit MPI's sum at N = 2).
 class GradReduceScatter {
  public:
-  // format: e5m2 or e4m3 (the recipe's gradient format). Buffers allocated here once.
+  // format: e5m2 or e4m3 (the recipe's gradient format); max_buckets: how many
+  // start_bucket() calls a step may make. Buffers allocated here once.
   GradReduceScatter(std::shared_ptr<Comm> comm, const Partition& partition, int64_t fp8_begin,
-                    int64_t fp8_end, DType format, Device device);
+                    int64_t fp8_end, DType format, Device device, int max_buckets = 0);
 
   // full: f32 [P] (this rank's gradients; the FP8 range is overwritten by nothing: it is
   // read only); shard: f32 [partition.count(rank)], the sum over ranks of its elements.
   void run(const Tensor& full, const Tensor& shard);
+
+  // ZeRO 2: the FP8 range's bucket [lo, hi), which the backward has just completed, gets
+  // its own shared scale (the bucket's global amax: one blocking scalar all-reduce, read
+  // back) and its exchange started (Comm::start_all_to_all); buckets are disjoint. After
+  // Comm::wait_started(), finish_buckets() sums every started bucket into shard (f32
+  // [partition.count(rank)]). A bucket with a non-finite amax is reduce-scattered in f32.
+  // The bound above holds with the range's scale: a bucket's scale is at least that.
+  void start_bucket(const Tensor& full, const Tensor& shard, int64_t lo, int64_t hi);
+  void finish_buckets(const Tensor& shard);
 
   // Bytes this rank sends to the other ranks per run() (the FP8 range as codes, the rest
   // as f32, plus the amax all-reduce's 4), and what the all-f32 reduce-scatter would send.
@@ -60,14 +70,29 @@ class GradReduceScatter {
   void exchange_f32(const Segment& s, const std::vector<int64_t>& send_at, const Tensor& full,
                     const Tensor& shard);
   void exchange_fp8(const Segment& s, const Tensor& full, const Tensor& shard);
-  void quantize(const Tensor& x, float scale, const Tensor& codes);
+  void quantize(const Tensor& x, float scale, const Tensor& codes, int scale_inv_slot);
+  // The global amax of x (a first quantize writes it; its codes are overwritten after).
+  float global_amax(const Tensor& x, const Tensor& codes);
+  // recv's N chunks of `mine` codes from `at` dequantized with scale_inv and summed in rank
+  // order into out.
+  void sum_chunks(const Tensor& recv, int64_t at, int64_t mine, const Tensor& scale_inv,
+                  float* out);
+  struct Bucket {
+    int64_t lo = 0, hi = 0;
+    bool fp8 = false;
+    std::vector<int64_t> send_at, recv_at;
+  };
+  std::vector<Bucket> buckets_;  // max_buckets, their offsets' capacity reserved
+  int used_buckets_ = 0;
+  int64_t fp8_begin_ = 0, fp8_end_ = 0;
 
   std::shared_ptr<Comm> comm_;
   Partition partition_;
   DType format_;
   Device device_;
   std::vector<Segment> segments_;
-  Buffer codes_, recv_codes_, recv_f32_, scalars_;  // scalars_: amax, scale, scale_inv
+  // scalars_: amax, scale, scale_inv, then one scale_inv per bucket
+  Buffer codes_, recv_codes_, recv_f32_, scalars_;
   int64_t bytes_sent_ = 0, f32_bytes_sent_ = 0;
   float amax_ = 0.0f, scale_ = 1.0f;
 };

@@ -55,7 +55,9 @@ float gradient(int r, int64_t i) {
   return ((h / 7) % 2 ? -1.0f : 1.0f) * std::ldexp(mantissa, exponent);
 }
 
-void check_against_fp32(DType format) {
+// buckets: the FP8 range in three buckets started from the end (ZeRO 2's order), each at
+// its own scale, the rest as started f32 reduce-scatters; else the one-call reduce-scatter.
+void check_against_fp32(DType format, bool buckets) {
   Comm& c = *world();
   const int n = c.size(), r = c.rank();
   const int64_t p = 3001, fp8_begin = 400, fp8_end = 2700;  // uneven shards, three segments
@@ -66,8 +68,20 @@ void check_against_fp32(DType format) {
   const int64_t count = part.count(r);
   std::vector<float> want(static_cast<size_t>(std::max<int64_t>(1, count))), got = want;
   c.reduce_scatter(full_t, Tensor(want.data(), DType::f32, {count}), part);
-  GradReduceScatter fp8(world(), part, fp8_begin, fp8_end, format, Device::cpu());
-  fp8.run(full_t, Tensor(got.data(), DType::f32, {count}));
+  GradReduceScatter fp8(world(), part, fp8_begin, fp8_end, format, Device::cpu(), 3);
+  const Tensor got_t(got.data(), DType::f32, {count});
+  if (buckets) {
+    for (auto [lo, hi] :
+         {std::pair{int64_t{1900}, fp8_end}, std::pair{int64_t{1150}, int64_t{1900}},
+          std::pair{fp8_begin, int64_t{1150}}})
+      fp8.start_bucket(full_t, got_t, lo, hi);
+    c.start_reduce_scatter(full_t, got_t, part, 0, fp8_begin);
+    c.start_reduce_scatter(full_t, got_t, part, fp8_end, p);
+    c.wait_started();
+    fp8.finish_buckets(got_t);
+  } else {
+    fp8.run(full_t, got_t);
+  }
 
   // The global amax over the FP8 range, and the scale: the power of two at or below
   // fp8_max / amax.
@@ -75,10 +89,13 @@ void check_against_fp32(DType format) {
   for (int q = 0; q < n; ++q)
     for (int64_t i = fp8_begin; i < fp8_end; ++i)
       amax = std::max(amax, std::abs(1.0 * gradient(q, i)));
-  EXPECT_EQ(fp8.amax(), static_cast<float>(amax));
   const DTypeInfo& info = dtype_info(format);
+  // A bucket's scale is at least the range's: the bound with the range's holds for both.
   const double scale = std::exp2(std::floor(std::log2(info.max_finite / amax)));
-  EXPECT_EQ(fp8.scale(), static_cast<float>(scale));
+  if (!buckets) {
+    EXPECT_EQ(fp8.amax(), static_cast<float>(amax));
+    EXPECT_EQ(fp8.scale(), static_cast<float>(scale));
+  }
 
   // Per element: each rank's rounding to the format at `scale` is at most half an ulp:
   // 2^-(m+1) |g| for a normal, half the subnormal step 2^(e_min - m - 1) / scale below
@@ -124,16 +141,22 @@ void check_against_fp32(DType format) {
     fp8_others += hi - lo;
     f32_others += part.count(q) - (hi - lo);
   }
+  if (buckets) return;
   EXPECT_EQ(fp8.bytes_sent(), fp8_others + 4 * f32_others + 4);
   EXPECT_EQ(fp8.f32_bytes_sent(), 4 * (fp8_others + f32_others));
 }
 
 TEST(Fp8Reduce, E5M2ReduceScatterIsWithinHalfAnUlpPerRankOfFp32) {
-  check_against_fp32(DType::e5m2);
+  check_against_fp32(DType::e5m2, false);
 }
 
 TEST(Fp8Reduce, E4M3ReduceScatterIsWithinHalfAnUlpPerRankOfFp32) {
-  check_against_fp32(DType::e4m3);
+  check_against_fp32(DType::e4m3, false);
+}
+
+TEST(Fp8Reduce, StartedBucketsAreWithinTheSameBound) {
+  check_against_fp32(DType::e5m2, true);
+  check_against_fp32(DType::e4m3, true);
 }
 
 TEST(Fp8Reduce, NonFiniteGradientsArriveNonFinite) {

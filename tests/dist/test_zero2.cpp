@@ -33,7 +33,7 @@ TEST(Comm, StartedReduceScattersEqualTheBlockingOne) {
   for (auto [lo, hi] : {std::pair{700, 1001}, std::pair{333, 700}, std::pair{1, 333},
                         std::pair{0, 1}, std::pair{5, 5}})
     c.start_reduce_scatter(f, shard, p, lo, hi);
-  c.wait_reduce_scatters();
+  c.wait_started();
   // The same per-element sum of the same n operands: MPI reduces each element in one order
   // for a given count of ranks; at n = 2 a + b = b + a regardless.
   if (n == 2) {

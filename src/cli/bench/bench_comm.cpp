@@ -87,7 +87,7 @@ int bench_comm(const CommOptions& o) {
            comm->start_reduce_scatter(f32, mine, part, first + l * layer, first + (l + 1) * layer);
          comm->start_reduce_scatter(f32, mine, part, 0, first);
          comm->start_reduce_scatter(f32, mine, part, last, p);
-         comm->wait_reduce_scatters();
+         comm->wait_started();
        }},
       {"all-gather f32 (ZeRO 1 master, today)", 4.0 * p, ring,
        [&] { comm->all_gather(f32, part); }},
