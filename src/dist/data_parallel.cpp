@@ -33,7 +33,12 @@ DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int 
   const int64_t local = zero == 0 ? p : partition_.count(comm_->rank());
   m_ = f32_buffer(device, local);
   v_ = f32_buffer(device, local);
-  if (zero == 1) grad_shard_ = f32_buffer(device, local);
+  if (zero == 1) {
+    grad_shard_ = f32_buffer(device, local);
+    // The fp32 master of this rank's shard only (ZeRO 1 for real); the working weights
+    // (bf16, or the master itself under fp32) stay whole and are gathered after updates.
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+  }
 }
 
 void DataParallel::sum_over_ranks(const Tensor& scalar) {
@@ -85,21 +90,26 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
 }
 
 void DataParallel::update(int64_t step, double lr, const Tensor& grad_sum_sq) {
-  const Tensor grads = model_.grads(), master = model_.master();
+  const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r), p = partition_.total();
   const Tensor m = m_.tensor(DType::f32, {std::max<int64_t>(1, m_.bytes() / 4)});
   const Tensor v = v_.tensor(DType::f32, {std::max<int64_t>(1, v_.bytes() / 4)});
   if (zero_ == 0) {
-    adamw(master, grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    adamw(model_.master(), grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    model_.sync_working_weights();
   } else {
+    // This rank's fp32 master shard is updated and rounded into its range of the working
+    // weights, which are then gathered: bf16 under bf16/fp8 (half fp32's bytes), f32 under
+    // fp32 (where the master is the working weights).
+    const int64_t at = begin - model_.master_begin();
     if (end > begin) {
-      adamw(range(master, begin, end), shard_, range(m, 0, end - begin), range(v, 0, end - begin),
-            begin, lr, step, grad_sum_sq);
+      adamw(range(model_.master_shard(), at, at + end - begin), shard_, range(m, 0, end - begin),
+            range(v, 0, end - begin), begin, lr, step, grad_sum_sq);
     }
-    comm_->all_gather(master, partition_);
+    model_.sync_working_weights();
+    comm_->all_gather(model_.working(), partition_);
   }
-  model_.sync_working_weights();
   // Delayed FP8 scaling: every rank saw its own activations and gradients; the new scales
   // come from the amax over all ranks (the older history columns are equal everywhere).
   for (const auto& [name, tensor] : model_.scaling_state_tensors()) {
@@ -116,6 +126,11 @@ std::pair<Tensor, Tensor> DataParallel::full_moments() {
   const Device device = model_.options().device;
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  // The master too, whole until drop_full_moments() or moments_loaded() shards it again.
+  if (!model_.master_whole()) {
+    model_.shard_master(0, p);
+    comm_->all_gather(model_.master(), partition_);
+  }
   full_m_ = f32_buffer(device, p);
   full_v_ = f32_buffer(device, p);
   const Tensor fm = full_m_.tensor(DType::f32, {p}), fv = full_v_.tensor(DType::f32, {p});
@@ -144,6 +159,17 @@ void DataParallel::moments_loaded() {
 void DataParallel::drop_full_moments() {
   full_m_ = Buffer();
   full_v_ = Buffer();
+  if (zero_ == 1)
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+}
+
+void DataParallel::gather_master(const Tensor& full) {
+  OCTET_CHECK(full.dtype == DType::f32 && full.numel() == partition_.total(), "dist",
+              "gather_master: needs f32 [", partition_.total(), "], got ", full.str());
+  const int64_t first = model_.master_begin(), n = model_.master_end() - first;
+  copy_bytes(static_cast<float*>(full.data) + first, full.device, model_.master_shard().data,
+             model_.options().device, static_cast<size_t>(n) * 4);
+  if (!model_.master_whole()) comm_->all_gather(full, partition_);
 }
 
 }  // namespace octet::dist

@@ -47,6 +47,7 @@ class Trainer {
 
   int64_t step() const { return step_; }
   model::Llama& model() { return *model_; }
+  dist::DataParallel* data_parallel() { return dp_.get(); }  // nullptr on one rank
   // The synthetic corpus' best possible loss (nats per token), or nullopt for shards.
   std::optional<double> loss_floor() const { return loss_floor_; }
   // Writes a checkpoint now (out_dir must be set); returns its directory.
