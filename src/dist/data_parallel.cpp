@@ -163,6 +163,28 @@ void DataParallel::drop_full_moments() {
     model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
 }
 
+DataParallel::Shard DataParallel::optimizer_shard() const {
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  const int64_t at = begin - model_.master_begin(), local = zero_ == 0 ? begin : 0;
+  const Device device = model_.options().device;
+  auto* m = static_cast<float*>(m_.data()) + local;
+  auto* v = static_cast<float*>(v_.data()) + local;
+  return {begin, range(model_.master_shard(), at, at + count),
+          Tensor(m, DType::f32, {count}, device), Tensor(v, DType::f32, {count}, device)};
+}
+
+void DataParallel::gather_whole_master() {
+  if (model_.master_whole()) return;
+  model_.shard_master(0, partition_.total());
+  comm_->all_gather(model_.master(), partition_);
+}
+
+void DataParallel::reshard_master() {
+  if (zero_ == 1)
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+}
+
 void DataParallel::gather_master(const Tensor& full) {
   OCTET_CHECK(full.dtype == DType::f32 && full.numel() == partition_.total(), "dist",
               "gather_master: needs f32 [", partition_.total(), "], got ", full.str());

@@ -59,6 +59,17 @@ class DataParallel {
   // Frees the buffers full_moments() allocated (after a checkpoint was written) and shards
   // the master again.
   void drop_full_moments();
+  // This rank's range of the partition for a checkpoint saved per shard: its first
+  // parameter and views of its fp32 master, m and v there (f32 [count] each).
+  struct Shard {
+    int64_t begin;
+    Tensor master, m, v;
+  };
+  Shard optimizer_shard() const;
+  // The fp32 master made whole on every rank (the model's master() readable: a checkpoint's
+  // model.safetensors), and afterwards sharded again (no-ops unless ZeRO 1).
+  void gather_whole_master();
+  void reshard_master();
   // The whole fp32 master into full (f32 [P], e.g. another model's master): a copy, or
   // under ZeRO 1 each rank's shard gathered. Every rank calls it.
   void gather_master(const Tensor& full);

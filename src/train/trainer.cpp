@@ -356,11 +356,7 @@ std::string Trainer::save() {
   if (!dp_) {
     step_dir = save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
   } else {
-    // Every rank holds the whole master; the moments are gathered, rank 0 writes the files.
-    const auto [m, v] = dp_->full_moments();
-    if (comm_->rank() == 0) save_checkpoint(config_.out_dir, *model_, m, v, s);
-    dp_->drop_full_moments();
-    comm_->barrier();
+    save_sharded(s);
     step_dir = latest_checkpoint(config_.out_dir);
   }
   // Only now that the new checkpoint and `latest` are complete may older ones go; the one a

@@ -27,6 +27,8 @@ class DataParallel;
 
 namespace octet::train {
 
+struct TrainerState;
+
 class Trainer {
  public:
   explicit Trainer(const TrainConfig& config);
@@ -79,6 +81,8 @@ class Trainer {
   void guard_check(StepRecord& r);
   // Continues under bf16: from the current weights and moments, or from a checkpoint.
   void switch_to_bf16(const std::string& checkpoint_dir);
+  // Data parallel: every rank writes its optimizer shard, rank 0 the rest (trainer_shards.cpp).
+  void save_sharded(const TrainerState& state);
 
   TrainConfig config_;
   std::unique_ptr<model::Llama> model_;
