@@ -174,6 +174,11 @@ DataParallel::Shard DataParallel::optimizer_shard() const {
           Tensor(m, DType::f32, {count}, device), Tensor(v, DType::f32, {count}, device)};
 }
 
+void DataParallel::master_loaded() {
+  model_.sync_working_weights();
+  if (zero_ == 1) comm_->all_gather(model_.working(), partition_);
+}
+
 void DataParallel::gather_whole_master() {
   if (model_.master_whole()) return;
   model_.shard_master(0, partition_.total());

@@ -66,6 +66,9 @@ class DataParallel {
     Tensor master, m, v;
   };
   Shard optimizer_shard() const;
+  // After the master (this rank's part of it) was read in place: the working weights
+  // rounded from it and, under ZeRO 1, gathered.
+  void master_loaded();
   // The fp32 master made whole on every rank (the model's master() readable: a checkpoint's
   // model.safetensors), and afterwards sharded again (no-ops unless ZeRO 1).
   void gather_whole_master();

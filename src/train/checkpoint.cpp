@@ -134,7 +134,7 @@ std::string checkpoint_step_dir(const std::string& dir, const char* op, const ch
   return dir;
 }
 
-void load_model_weights(const std::string& step_dir, model::Llama& model) {
+void check_checkpoint_model(const std::string& step_dir, const model::Llama& model) {
   const std::string config_path = step_dir + "/config.json";
   const model::LlamaConfig stored =
       model::llama_config_from_json(read_json_file(config_path), config_path);
@@ -146,6 +146,10 @@ void load_model_weights(const std::string& step_dir, model::Llama& model) {
                   stored.num_key_value_heads == c.num_key_value_heads &&
                   stored.tie_word_embeddings == c.tie_word_embeddings,
               "checkpoint", config_path, ": the checkpoint's model shape differs from this run's");
+}
+
+void load_model_weights(const std::string& step_dir, model::Llama& model) {
+  check_checkpoint_model(step_dir, model);
   const SafetensorsFile file = SafetensorsFile::open(step_dir + "/model.safetensors");
   for (const model::ParamInfo& p : model.params()) {
     OCTET_CHECK(file.contains(p.name), "checkpoint", file.path(), ": tensor '", p.name,

@@ -6,7 +6,7 @@
 // HF files beside it (train/run_links.h). A data-parallel run keeps the optimizer state in
 // optimizer-RRRRR-of-NNNNN.safetensors, one per rank (train/shard_checkpoint.h).
 // defines: TrainerState, read_trainer_state, save_checkpoint, load_checkpoint, latest_checkpoint,
-//          checkpoint_step_dir, checkpoint_temp_dir,
+//          checkpoint_step_dir, checkpoint_temp_dir, check_checkpoint_model,
 //          load_model_weights, trainer_state_from_json
 #pragma once
 
@@ -63,6 +63,9 @@ std::string latest_checkpoint(const std::string& dir);
 // the step directory), else DIR itself when it holds model.safetensors. Throws
 // "[op] --checkpoint DIR holds no checkpoint to <purpose> ..." when it is neither.
 std::string checkpoint_step_dir(const std::string& dir, const char* op, const char* purpose);
+
+// Throws naming the file when the step directory's config.json has another model shape.
+void check_checkpoint_model(const std::string& step_dir, const model::Llama& model);
 
 // Reads the model weights of a step directory (model.safetensors) into model.master()
 // and syncs the working weights. Every parameter must be present with its shape.

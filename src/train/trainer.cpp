@@ -211,9 +211,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   }
 
   if (config.resume) {
-    const auto [m, v] = dp_ ? dp_->full_moments() : std::pair{optimizer_->m(), optimizer_->v()};
-    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_, m, v);
-    if (dp_) dp_->moments_loaded();
+    const std::string step_dir = latest_checkpoint(config.out_dir);
+    const TrainerState s = dp_ ? load_sharded(step_dir)
+                               : load_checkpoint(step_dir, *model_, optimizer_->m(), optimizer_->v());
     // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
     std::string stored_recipe = s.recipe;
     std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');

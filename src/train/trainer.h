@@ -83,6 +83,9 @@ class Trainer {
   void switch_to_bf16(const std::string& checkpoint_dir);
   // Data parallel: every rank writes its optimizer shard, rank 0 the rest (trainer_shards.cpp).
   void save_sharded(const TrainerState& state);
+  // Data parallel: a resume, each rank reading only the ranges it holds of a checkpoint
+  // saved per shard (or its shard of a one-process checkpoint).
+  TrainerState load_sharded(const std::string& step_dir);
 
   TrainConfig config_;
   std::unique_ptr<model::Llama> model_;

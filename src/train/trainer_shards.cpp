@@ -1,7 +1,8 @@
 // train/trainer_shards.cpp: the trainer's data-parallel checkpoint: each rank writes its
 // shard of the optimizer state (fp32 master, AdamW m and v) into the step's temporary
 // directory, the master is gathered for model.safetensors, and rank 0 writes the rest and
-// renames it, recording the shards' layout (train/shard_checkpoint.h).
+// renames it, recording the shards' layout (train/shard_checkpoint.h); a resume reads back
+// only the ranges each rank holds.
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include "core/error.h"
 #include "dist/comm.h"
 #include "dist/data_parallel.h"
+#include "io/json.h"
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -44,6 +47,40 @@ void Trainer::save_sharded(const TrainerState& state) {
   }
   dp_->reshard_master();
   comm.barrier();  // the step directory and `latest` are complete
+}
+
+TrainerState Trainer::load_sharded(const std::string& step_dir) {
+  const std::string json_path = step_dir + "/trainer_state.json";
+  const TrainerState s =
+      trainer_state_from_json(read_json_file(json_path), json_path, model_->parameter_count());
+  if (!s.optimizer_shards) {
+    // One file (a one-process checkpoint): the moments read whole, this rank's shard kept.
+    const auto [m, v] = dp_->full_moments();
+    const TrainerState loaded = load_checkpoint(step_dir, *model_, m, v);
+    dp_->moments_loaded();
+    return loaded;
+  }
+  check_checkpoint_model(step_dir, *model_);
+  const ShardLayout& layout = *s.optimizer_shards;
+  model::Llama& model = *model_;
+  // The fp32 master this rank holds (its shard under ZeRO 1, all of it otherwise), from the
+  // shard files that overlap it, then the working weights rounded and gathered.
+  read_optimizer_range(step_dir, layout, model.master_begin(), model.master_end(),
+                       model.master_shard(), Tensor(), Tensor());
+  dp_->master_loaded();
+  // The moments: this rank's shard (ZeRO 1) or all of them (ZeRO 0).
+  if (dp_->zero() == 0) {
+    const auto [m, v] = dp_->full_moments();
+    read_optimizer_range(step_dir, layout, 0, layout.parameters, Tensor(), m, v);
+  } else {
+    const dist::DataParallel::Shard shard = dp_->optimizer_shard();
+    read_optimizer_range(step_dir, layout, shard.begin, shard.begin + shard.m.numel(), Tensor(),
+                         shard.m, shard.v);
+  }
+  const SafetensorsFile file = SafetensorsFile::open(step_dir + "/trainer_state.safetensors");
+  for (const auto& [name, tensor] : model.scaling_state_tensors()) file.read(name, tensor);
+  model.scaling_state_loaded();
+  return s;
 }
 
 }  // namespace octet::train

@@ -99,6 +99,25 @@ TEST(DistCheckpoint, SavedAtTwoRanksResumesAtTwoAndAtOne) {
   ASSERT_EQ(resumed.size(), 3u);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed[i], straight[3 + i]) << "step " << 4 + i;
 
+  // Resume at 2 ranks under ZeRO 0: every rank reads all the shards' moments and master.
+  // ZeRO 0 quantizes the block linears from the f32 master (ZeRO 1: from the gathered bf16
+  // working weights), so within the fp8 tolerance of test_data_parallel.cpp (2^-7).
+  c.barrier();
+  if (c.rank() == 0) point_latest_at(out, "step_00000003");
+  c.barrier();
+  {
+    train::TrainConfig rc = delayed_fp8_run(c.size(), out);
+    rc.resume = true;
+    rc.zero = 0;
+    rc.checkpoint_every = 0;
+    train::Trainer t(rc, world());
+    ASSERT_EQ(t.step(), 3);
+    const std::vector<double> z0 = losses(t);
+    ASSERT_EQ(z0.size(), 3u);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(z0[i], straight[3 + i], 0x1p-7 * straight[3 + i]) << "step " << 4 + i;
+  }
+
   // Resume the same checkpoint in one process (each rank its own copy of the directory):
   // batch 8 on one rank reads the same sequences; the moments, sharded at 2 ranks, are
   // read whole. Within the fp8 tolerance of test_data_parallel.cpp (2^-7 relative).
