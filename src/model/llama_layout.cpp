@@ -287,10 +287,16 @@ void Llama::init_weights(uint64_t seed, double std) {
     sync_working_weights();
     return;
   }
-  // A sharded master: the working weights from the whole, through a temporary f32 copy.
-  Buffer whole = Buffer::for_tensor(options_.device, DType::f32, {params_count_});
-  copy_bytes(whole.data(), options_.device, host.data(), Device::cpu(), host.size() * 4);
-  master_to_working(static_cast<const float*>(whole.data()), 0, params_count_);
+  // A sharded master: the working weights of all parameters from the host values, through
+  // a small f32 staging buffer on the device.
+  const int64_t chunk = std::min<int64_t>(params_count_, int64_t{1} << 20);
+  Buffer staging = Buffer::for_tensor(options_.device, DType::f32, {chunk});
+  for (int64_t b = 0; b < params_count_; b += chunk) {
+    const int64_t e = std::min(params_count_, b + chunk);
+    copy_bytes(staging.data(), options_.device, host.data() + b, Device::cpu(),
+               static_cast<size_t>(e - b) * 4);
+    master_to_working(static_cast<const float*>(staging.data()), b, e);
+  }
   copy_bytes(master_.data(), options_.device, host.data() + master_begin_, Device::cpu(),
              static_cast<size_t>(master_end_ - master_begin_) * 4);
   mark_weights_changed();

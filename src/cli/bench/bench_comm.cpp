@@ -2,7 +2,8 @@
 // data-parallel step makes for a model's P parameters, timed on the backend at hand (MPI
 // on the CPU, NCCL on CUDA): bytes each rank sends per step (ring algorithms: (N-1)/N of
 // the buffer per all-gather or reduce-scatter, twice that per all-reduce) and the achieved
-// bandwidth, with the weights all-gathered in f32 (what ZeRO 1 does today), bf16 and FP8.
+// bandwidth, with the weights all-gathered in f32 (ZeRO 1 under fp32), bf16 (ZeRO 1 under
+// bf16 and fp8) and FP8 (--fp8-comm weights).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,9 +68,9 @@ int bench_comm(const CommOptions& o) {
        [&] { comm->all_reduce(f32, dist::ReduceOp::sum); }},
       {"reduce-scatter f32 (ZeRO 1 gradients)", 4.0 * p, ring,
        [&] { comm->reduce_scatter(f32, mine, part); }},
-      {"all-gather f32 (ZeRO 1 master, today)", 4.0 * p, ring,
+      {"all-gather f32 (ZeRO 1, fp32)", 4.0 * p, ring,
        [&] { comm->all_gather(f32, part); }},
-      {"all-gather bf16 (working weights)", 2.0 * p, ring,
+      {"all-gather bf16 (ZeRO 1, bf16/fp8)", 2.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::bf16, {p}), part); }},
       {"all-gather fp8 (--fp8-comm weights)", 1.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::e4m3, {p}), part); }},
