@@ -183,6 +183,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   step_loss_ = stats_.add("step loss", DType::f32, {window_});
   step_grad_sum_sq_ = stats_.add("step gradient sum of squares", DType::f32, {window_});
   eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
+  stop_flag_ = stats_.add("stop request", DType::f32, {1});
   stats_.allocate();
 
   // A run killed while writing a checkpoint left its temporary folder: remove it now
@@ -419,15 +420,17 @@ std::vector<StepRecord> Trainer::run() {
   auto window_t0 = t0;
   const int64_t first = step_;
   int64_t reported = 0;
-  while (step_ < config_.steps && !stop_requested()) {
+  bool stop = agreed_stop();
+  while (step_ < config_.steps && !stop) {
     pending.push_back(train_step());
     const bool last = step_ == config_.steps;
     const bool eval = (config_.eval_every > 0 && step_ % config_.eval_every == 0) || last;
     const bool guard = guard_ && guard_->due(step_, eval);
     const bool checkpoint = !config_.out_dir.empty() && config_.checkpoint_every > 0 &&
                             step_ % config_.checkpoint_every == 0 && !last;
+    // Under mpirun a local request waits for the window's end, where every rank agrees.
     if (static_cast<int64_t>(pending.size()) < window_ && !last && !eval && !guard && !checkpoint &&
-        !stop_requested()) {
+        (dp_ || !stop_requested())) {
       continue;
     }
     // Read back the window's numbers (this waits for the GPU), then report each step.
@@ -478,6 +481,7 @@ std::vector<StepRecord> Trainer::run() {
                 " Lower --lr or --grad-clip, or use --precision bf16.");
     // A rollback moved the run back: the checkpoint of this step would be the failed one.
     if (checkpoint && step_ == at) save();
+    stop = agreed_stop();
   }
   if (!config_.out_dir.empty() && step_ > first) save();
   return records;

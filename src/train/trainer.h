@@ -99,6 +99,10 @@ class Trainer {
   // last window_ steps (slot (step - 1) % window_), read back together.
   Arena stats_;
   Arena::Region step_loss_ = -1, step_grad_sum_sq_ = -1, eval_loss_ = -1;
+  Arena::Region stop_flag_ = -1;  // data parallel: the stop request, max-reduced over ranks
+  // Whether the run stops now: this process's request (Ctrl-C), or under data parallelism
+  // any rank's, agreed by every rank at the same step boundary (trainer_stop.cpp).
+  bool agreed_stop();
   int64_t window_ = 1;
   Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;

@@ -139,6 +139,32 @@ TEST(DistCheckpoint, SavedAtTwoRanksResumesAtTwoAndAtOne) {
   }
 }
 
+// Ctrl-C reaching one rank only (request_stop() on rank 1 after step 2): every rank stops
+// after the same step, and the checkpoint of that step is written.
+TEST(DistCheckpoint, StopOnOneRankStopsEveryRankWithACheckpoint) {
+  testing::SharedTempDir dir;
+  Comm& c = *world();
+  const std::string out = dir.path() + "/run";
+  train::TrainConfig rc = delayed_fp8_run(c.size(), out);
+  rc.checkpoint_every = 0;
+  train::clear_stop_request();
+  int64_t ran = 0;
+  {
+    train::Trainer t(rc, world());
+    t.on_step = [&](const train::StepRecord& r) {
+      if (r.step == 2 && c.rank() == 1) train::request_stop();
+    };
+    ran = static_cast<int64_t>(t.run().size());
+    EXPECT_EQ(t.step(), 2);
+    EXPECT_TRUE(train::stop_requested()) << "rank " << c.rank() << " was not told to stop";
+  }
+  train::clear_stop_request();
+  EXPECT_EQ(ran, 2);
+  c.barrier();
+  EXPECT_EQ(train::latest_checkpoint(out), out + "/step_00000002");
+  EXPECT_EQ(train::read_trainer_state(out + "/step_00000002").step, 2);
+}
+
 // The single-file optimizer format one process writes, resumed at 2 ranks: each takes its
 // shard of the moments. Within the fp8 tolerance of test_data_parallel.cpp (2^-7 relative)
 // of the one process continuing.
