@@ -78,7 +78,10 @@ int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& com
                 static_cast<long long>(c.batch * comm->size()));
   }
   if (comm->rank() != 0) {
+    train::clear_stop_request();
+    set_stop_handlers(on_stop_signal);  // a stop asked of any rank: Trainer::agreed_stop
     trainer.run();
+    set_stop_handlers(SIG_DFL);
     return 0;
   }
   std::printf("octet train: %s, %lld parameters, --precision %s%s, batch %lld x %lld tokens",
@@ -91,8 +94,8 @@ int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& com
   std::fflush(stdout);
 
   train::clear_stop_request();
-  // Ranks would stop at different steps; under mpirun, Ctrl-C ends the run (no checkpoint).
-  if (comm->size() == 1) set_stop_handlers(on_stop_signal);
+  // Under mpirun the ranks agree on the step to stop at (Trainer::agreed_stop).
+  set_stop_handlers(on_stop_signal);
   const auto records = trainer.run();
   set_stop_handlers(SIG_DFL);
   if (train::stop_requested()) {

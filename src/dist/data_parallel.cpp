@@ -35,7 +35,12 @@ DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int 
   const int64_t local = zero == 0 ? p : partition_.count(comm_->rank());
   m_ = f32_buffer(device, local);
   v_ = f32_buffer(device, local);
-  if (zero >= 1) grad_shard_ = f32_buffer(device, local);
+  if (zero >= 1) {
+    grad_shard_ = f32_buffer(device, local);
+    // The fp32 master of this rank's shard only (ZeRO 1 and 2 for real); the working weights
+    // (bf16, or the master itself under fp32) stay whole and are gathered after updates.
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+  }
   if (zero == 2) {
     const model::LlamaConfig& c = model.config();
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -172,21 +177,26 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
 }
 
 void DataParallel::update(int64_t step, double lr, const Tensor& grad_sum_sq) {
-  const Tensor grads = model_.grads(), master = model_.master();
+  const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r), p = partition_.total();
   const Tensor m = m_.tensor(DType::f32, {std::max<int64_t>(1, m_.bytes() / 4)});
   const Tensor v = v_.tensor(DType::f32, {std::max<int64_t>(1, v_.bytes() / 4)});
   if (zero_ == 0) {
-    adamw(master, grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    adamw(model_.master(), grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    model_.sync_working_weights();
   } else {
+    // This rank's fp32 master shard is updated and rounded into its range of the working
+    // weights, which are then gathered: bf16 under bf16/fp8 (half fp32's bytes), f32 under
+    // fp32 (where the master is the working weights).
+    const int64_t at = begin - model_.master_begin();
     if (end > begin) {
-      adamw(range(master, begin, end), shard_, range(m, 0, end - begin), range(v, 0, end - begin),
-            begin, lr, step, grad_sum_sq);
+      adamw(range(model_.master_shard(), at, at + end - begin), shard_, range(m, 0, end - begin),
+            range(v, 0, end - begin), begin, lr, step, grad_sum_sq);
     }
-    comm_->all_gather(master, partition_);
+    model_.sync_working_weights();
+    comm_->all_gather(model_.working(), partition_);
   }
-  model_.sync_working_weights();
   // Delayed FP8 scaling: every rank saw its own activations and gradients; the new scales
   // come from the amax over all ranks (the older history columns are equal everywhere).
   for (const auto& [name, tensor] : model_.scaling_state_tensors()) {
@@ -203,6 +213,11 @@ std::pair<Tensor, Tensor> DataParallel::full_moments() {
   const Device device = model_.options().device;
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  // The master too, whole until drop_full_moments() or moments_loaded() shards it again.
+  if (!model_.master_whole()) {
+    model_.shard_master(0, p);
+    comm_->all_gather(model_.master(), partition_);
+  }
   full_m_ = f32_buffer(device, p);
   full_v_ = f32_buffer(device, p);
   const Tensor fm = full_m_.tensor(DType::f32, {p}), fv = full_v_.tensor(DType::f32, {p});
@@ -231,6 +246,44 @@ void DataParallel::moments_loaded() {
 void DataParallel::drop_full_moments() {
   full_m_ = Buffer();
   full_v_ = Buffer();
+  if (zero_ >= 1)
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+}
+
+DataParallel::Shard DataParallel::optimizer_shard() const {
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  const int64_t at = begin - model_.master_begin(), local = zero_ == 0 ? begin : 0;
+  const Device device = model_.options().device;
+  auto* m = static_cast<float*>(m_.data()) + local;
+  auto* v = static_cast<float*>(v_.data()) + local;
+  return {begin, range(model_.master_shard(), at, at + count),
+          Tensor(m, DType::f32, {count}, device), Tensor(v, DType::f32, {count}, device)};
+}
+
+void DataParallel::master_loaded() {
+  model_.sync_working_weights();
+  if (zero_ >= 1) comm_->all_gather(model_.working(), partition_);
+}
+
+void DataParallel::gather_whole_master() {
+  if (model_.master_whole()) return;
+  model_.shard_master(0, partition_.total());
+  comm_->all_gather(model_.master(), partition_);
+}
+
+void DataParallel::reshard_master() {
+  if (zero_ >= 1)
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+}
+
+void DataParallel::gather_master(const Tensor& full) {
+  OCTET_CHECK(full.dtype == DType::f32 && full.numel() == partition_.total(), "dist",
+              "gather_master: needs f32 [", partition_.total(), "], got ", full.str());
+  const int64_t first = model_.master_begin(), n = model_.master_end() - first;
+  copy_bytes(static_cast<float*>(full.data) + first, full.device, model_.master_shard().data,
+             model_.options().device, static_cast<size_t>(n) * 4);
+  if (!model_.master_whole()) comm_->all_gather(full, partition_);
 }
 
 }  // namespace octet::dist

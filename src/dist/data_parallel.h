@@ -1,6 +1,6 @@
 // dist/data_parallel.h: data parallelism over a Comm for one model: the gradient
-// reduction (ZeRO 0: all-reduce; ZeRO 1: reduce-scatter, AdamW moments sharded, each
-// rank updating its shard of the fp32 master weights, then an all-gather), the global
+// reduction (ZeRO 0: all-reduce; ZeRO 1: reduce-scatter, AdamW moments and the fp32 master
+// sharded, each rank updating its shard, then an all-gather of the working weights), the global
 // gradient norm over all shards, the loss summed over ranks, the FP8 scaling state kept
 // equal on every rank, and the moments gathered for checkpoints and resharded on resume.
 // defines: AdamWConfig, DataParallel
@@ -24,7 +24,8 @@ struct AdamWConfig {
   double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
 };
 
-// Every rank holds the whole model (its master, working weights and gradients); each
+// Every rank holds the whole model's working weights and gradients (and under ZeRO 0 its
+// whole master; under ZeRO 1 only its shard of the master, model::Llama::shard_master); each
 // computes the gradients of its own micro-batches, scaled for the global mean (grad_scale
 // 1 / (tokens per rank x ranks x accumulation steps)). Buffers are allocated here once;
 // step() allocates nothing.
@@ -68,13 +69,32 @@ class DataParallel {
   const Partition& partition() const { return partition_; }
 
   // The moments m and v over all P parameters, f32 [P] each: ZeRO 0's own buffers, or under
-  // ZeRO 1 every shard gathered into buffers allocated for the call (checkpoints).
+  // ZeRO 1 every shard gathered into buffers allocated for the call (checkpoints), the
+  // model's fp32 master then gathered whole too.
   std::pair<Tensor, Tensor> full_moments();
   // After full_moments()' tensors were overwritten (a checkpoint read at any rank count):
   // takes this rank's shard of them.
   void moments_loaded();
-  // Frees the buffers full_moments() allocated (after a checkpoint was written).
+  // Frees the buffers full_moments() allocated (after a checkpoint was written) and shards
+  // the master again.
   void drop_full_moments();
+  // This rank's range of the partition for a checkpoint saved per shard: its first
+  // parameter and views of its fp32 master, m and v there (f32 [count] each).
+  struct Shard {
+    int64_t begin;
+    Tensor master, m, v;
+  };
+  Shard optimizer_shard() const;
+  // After the master (this rank's part of it) was read in place: the working weights
+  // rounded from it and, under ZeRO 1, gathered.
+  void master_loaded();
+  // The fp32 master made whole on every rank (the model's master() readable: a checkpoint's
+  // model.safetensors), and afterwards sharded again (no-ops unless ZeRO 1).
+  void gather_whole_master();
+  void reshard_master();
+  // The whole fp32 master into full (f32 [P], e.g. another model's master): a copy, or
+  // under ZeRO 1 each rank's shard gathered. Every rank calls it.
+  void gather_master(const Tensor& full);
 
  private:
   void adamw(const Tensor& master, const Tensor& grads, const Tensor& m, const Tensor& v,

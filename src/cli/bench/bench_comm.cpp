@@ -2,10 +2,11 @@
 // data-parallel step makes for a model's P parameters, timed on the backend at hand (MPI
 // on the CPU, NCCL on CUDA): bytes each rank sends per step (ring algorithms: (N-1)/N of
 // the buffer per all-gather or reduce-scatter, twice that per all-reduce) and the achieved
-// bandwidth, with the weights all-gathered in f32 (what ZeRO 1 does today), bf16 and FP8;
-// the gradients reduce-scattered in f32, with the block linears' in FP8 (--fp8-comm
-// weights+grads: an exchange of codes summed in fp32, dist/fp8_reduce.h), and in per-layer
-// buckets started one after the other as ZeRO 2's backward does.
+// bandwidth, with the weights all-gathered in f32 (ZeRO 1 under fp32), bf16 (ZeRO 1 under
+// bf16 and fp8) and FP8 (--fp8-comm weights); the gradients reduce-scattered in f32, with
+// the block linears' in FP8 (--fp8-comm weights+grads: an exchange of codes summed in fp32,
+// dist/fp8_reduce.h), and in per-layer buckets started one after the other as ZeRO 2's
+// backward does.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -89,9 +90,8 @@ int bench_comm(const CommOptions& o) {
          comm->start_reduce_scatter(f32, mine, part, last, p);
          comm->wait_started();
        }},
-      {"all-gather f32 (ZeRO 1 master, today)", 4.0 * p, ring,
-       [&] { comm->all_gather(f32, part); }},
-      {"all-gather bf16 (working weights)", 2.0 * p, ring,
+      {"all-gather f32 (ZeRO 1, fp32)", 4.0 * p, ring, [&] { comm->all_gather(f32, part); }},
+      {"all-gather bf16 (ZeRO 1, bf16/fp8)", 2.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::bf16, {p}), part); }},
       {"all-gather fp8 (--fp8-comm weights)", 1.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::e4m3, {p}), part); }},
