@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "dist/fp8_comm.h"
 #include "fp8/recipe.h"
 #include "io/json.h"
 #include "model/llama.h"
@@ -77,7 +78,10 @@ int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& com
                 static_cast<long long>(c.batch * comm->size()));
   }
   if (comm->rank() != 0) {
+    train::clear_stop_request();
+    set_stop_handlers(on_stop_signal);  // a stop asked of any rank: Trainer::agreed_stop
     trainer.run();
+    set_stop_handlers(SIG_DFL);
     return 0;
   }
   std::printf("octet train: %s, %lld parameters, --precision %s%s, batch %lld x %lld tokens",
@@ -90,8 +94,8 @@ int train_on(const train::TrainConfig& c, const std::shared_ptr<dist::Comm>& com
   std::fflush(stdout);
 
   train::clear_stop_request();
-  // Ranks would stop at different steps; under mpirun, Ctrl-C ends the run (no checkpoint).
-  if (comm->size() == 1) set_stop_handlers(on_stop_signal);
+  // Under mpirun the ranks agree on the step to stop at (Trainer::agreed_stop).
+  set_stop_handlers(on_stop_signal);
   const auto records = trainer.run();
   set_stop_handlers(SIG_DFL);
   if (train::stop_requested()) {
@@ -185,8 +189,13 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
       ->check(at_least(1));
   t->add_option("--zero", c->zero,
                 "under mpirun: 0 (gradients all-reduced) or 1 (AdamW state sharded, gradients "
-                "reduce-scattered, weights all-gathered); default 1")
-      ->check(CLI::Range(0, 1));
+                "reduce-scattered, weights all-gathered) or 2 (and the gradients reduce-scattered "
+                "in per-layer buckets during the backward); default 1")
+      ->check(CLI::Range(0, 2));
+  add_parsed(*t, "--fp8-comm", c->fp8_comm, dist::fp8_comm_from_name,
+             "under mpirun and --precision fp8: none, weights (the block linears' weights "
+             "all-gathered in FP8) or weights+grads (and their gradients reduce-scattered in FP8)")
+      ->default_str("none");
   t->add_option("--seq-len", c->seq_len, "tokens per sequence")
       ->check(at_least(1))
       ->default_str("the model's max_position_embeddings");

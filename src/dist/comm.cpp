@@ -26,6 +26,35 @@ class SingleComm final : public Comm {
     copy_bytes(shard.data, shard.device, full.data, full.device, shard.nbytes());
   }
   void all_gather(const Tensor&, const Partition&) override {}
+  void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p, int64_t lo,
+                            int64_t hi) override {
+    OCTET_CHECK(full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(0) && 0 <= lo &&
+                    lo <= hi && hi <= p.total(),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(0),
+                "] and a range within them, got ", full.str(), ", ", shard.str(), " and [", lo,
+                ", ", hi, ")");
+    copy_bytes(static_cast<float*>(shard.data) + lo, shard.device,
+               static_cast<const float*>(full.data) + lo, full.device,
+               static_cast<size_t>(hi - lo) * 4);
+  }
+  void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                        const std::vector<int64_t>& recv_at) override {
+    all_to_all(send, send_at, recv, recv_at);
+  }
+  void wait_started() override {}
+  void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                  const std::vector<int64_t>& recv_at) override {
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == 2 && recv_at.size() == 2 &&
+                    send_at[1] - send_at[0] == recv_at[1] - recv_at[0] &&
+                    send_at[1] <= send.numel() && recv_at[1] <= recv.numel(),
+                "all_to_all", "one rank: send ", send.str(), " and recv ", recv.str(),
+                " need one chunk of equal length");
+    const size_t width = dtype_size(send.dtype);
+    copy_bytes(static_cast<char*>(recv.data) + recv_at[0] * width, recv.device,
+               static_cast<const char*>(send.data) + send_at[0] * width, send.device,
+               static_cast<size_t>(send_at[1] - send_at[0]) * width);
+  }
   void broadcast(const Tensor&, int) override {}
   void barrier() override {}
   [[noreturn]] void abort(int code) override { std::exit(code); }

@@ -51,6 +51,26 @@ class Comm {
   // In place: every rank's elements [p.begin(r), p.end(r)) of full (any dtype, p counting
   // elements) are copied into full on every other rank.
   virtual void all_gather(const Tensor& full, const Partition& p) = 0;
+  // Every rank sends to every rank q (itself included) send's elements [send_at[q],
+  // send_at[q + 1]) and receives into recv's elements [recv_at[q], recv_at[q + 1]) what
+  // rank q sent it. Any dtype, moved as bytes; send_at and recv_at hold size() + 1
+  // offsets, in elements. The exchange under a reduce-scatter that sums locally in fp32
+  // what travelled in FP8 (dist/fp8_reduce.h).
+  virtual void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at,
+                          const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
+  // Non-blocking reduce-scatter of the elements [lo, hi) of full (f32 [p.total()]): rank r's
+  // shard (f32 [p.count(r)]) receives, at its offsets of [lo, hi) ∩ [p.begin(r), p.end(r)),
+  // the sum over ranks; neither tensor may be touched until wait_started(). Started
+  // as the backward produces each bucket of gradients (ZeRO 2), so that the exchange
+  // overlaps the rest of the backward: MPI_Ireduce_scatter, or NCCL on a second stream.
+  virtual void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p,
+                                    int64_t lo, int64_t hi) = 0;
+  // Non-blocking all_to_all: the tensors (and send_at, recv_at) stay untouched until
+  // wait_started() (ZeRO 2's FP8 buckets).
+  virtual void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at,
+                                const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
+  // Waits for every started collective (NCCL: octet's stream waits for them).
+  virtual void wait_started() = 0;
   // t (any dtype) on every rank becomes root's t.
   virtual void broadcast(const Tensor& t, int root) = 0;
   virtual void barrier() = 0;

@@ -1,6 +1,7 @@
 // dist/comm_mpi.cpp: dist::Comm over MPI's world communicator, for CPU tensors.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <mutex>
@@ -87,6 +88,56 @@ class MpiComm final : public Comm {
               "MPI_Allgatherv");
   }
 
+  // MPI_Alltoallv over bytes: the chunks are FP8 codes or f32, summed by the caller in
+  // fp32 (an MPI_Op over FP8 bytes would have to round every partial sum to FP8).
+  void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                  const std::vector<int64_t>& recv_at) override {
+    Args& a = alltoall_args(send, send_at, recv, recv_at, blocking_);
+    check_mpi(MPI_Alltoallv(send.data, a.counts.data(), a.displs.data(), MPI_BYTE, recv.data,
+                            a.recv_counts.data(), a.recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Alltoallv");
+  }
+
+  void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                        const std::vector<int64_t>& recv_at) override {
+    Args& a = alltoall_args(send, send_at, recv, recv_at, next_args());
+    check_mpi(MPI_Ialltoallv(send.data, a.counts.data(), a.displs.data(), MPI_BYTE, recv.data,
+                             a.recv_counts.data(), a.recv_displs.data(), MPI_BYTE, MPI_COMM_WORLD,
+                             &requests_[pending_]),
+              "MPI_Ialltoallv");
+    started();
+  }
+
+  void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p, int64_t lo,
+                            int64_t hi) override {
+    check_cpu(full, "reduce_scatter");
+    check_cpu(shard, "reduce_scatter");
+    OCTET_CHECK(p.ranks() == size_ && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(rank_) && 0 <= lo &&
+                    lo <= hi && hi <= p.total(),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank_),
+                "] over ", size_, " ranks and a range within them, got ", full.str(), ", ",
+                shard.str(), " and [", lo, ", ", hi, ")");
+    std::vector<int>& counts = next_args().counts;
+    counts.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) {
+      const int64_t a = std::clamp(p.begin(r), lo, hi), b = std::clamp(p.end(r), lo, hi);
+      counts[static_cast<size_t>(r)] = as_count(b - a, "reduce_scatter");
+    }
+    const int64_t mine = std::clamp(p.begin(rank_), lo, hi) - p.begin(rank_);
+    check_mpi(MPI_Ireduce_scatter(static_cast<const float*>(full.data) + lo,
+                                  static_cast<float*>(shard.data) + mine, counts.data(), MPI_FLOAT,
+                                  MPI_SUM, MPI_COMM_WORLD, &requests_[pending_]),
+              "MPI_Ireduce_scatter");
+    started();
+  }
+
+  void wait_started() override {
+    check_mpi(MPI_Waitall(static_cast<int>(pending_), requests_.data(), MPI_STATUSES_IGNORE),
+              "MPI_Waitall");
+    pending_ = 0;
+  }
+
   void broadcast(const Tensor& t, int root) override {
     check_cpu(t, "broadcast");
     check_mpi(MPI_Bcast(t.data, as_count(static_cast<int64_t>(t.nbytes()), "broadcast"), MPI_BYTE,
@@ -107,6 +158,52 @@ class MpiComm final : public Comm {
   bool finalize_;
   int rank_ = 0, size_ = 1;
   std::vector<int> counts_, displs_;  // per call, kept so that a step allocates nothing
+  // A call's counts and displacements (in bytes for all_to_all); a started call's live
+  // until the wait, one per request (the pool keeps its capacity: after the first step
+  // nothing is allocated).
+  struct Args {
+    std::vector<int> counts, displs, recv_counts, recv_displs;
+  };
+  Args blocking_;
+  std::vector<Args> pending_args_;
+  std::vector<MPI_Request> requests_;
+  size_t pending_ = 0;
+
+  Args& next_args() {
+    if (pending_ == pending_args_.size()) {
+      pending_args_.emplace_back();
+      requests_.push_back(MPI_REQUEST_NULL);
+    }
+    return pending_args_[pending_];
+  }
+  // After a start: Open MPI moves a non-blocking collective on only inside MPI calls;
+  // testing the started ones lets the earlier buckets progress while the backward goes on.
+  void started() {
+    ++pending_;
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(pending_), requests_.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+  }
+  Args& alltoall_args(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                      const std::vector<int64_t>& recv_at, Args& a) {
+    check_cpu(send, "all_to_all");
+    check_cpu(recv, "all_to_all");
+    const auto n = static_cast<size_t>(size_) + 1;
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == n && recv_at.size() == n &&
+                    send_at.back() <= send.numel() && recv_at.back() <= recv.numel(),
+                "all_to_all", "send ", send.str(), " and recv ", recv.str(), " with ", n,
+                " offsets each over ", size_, " ranks");
+    const int64_t width = static_cast<int64_t>(dtype_size(send.dtype));
+    for (auto* v : {&a.counts, &a.displs, &a.recv_counts, &a.recv_displs})
+      v->assign(static_cast<size_t>(size_), 0);
+    for (size_t r = 0; r + 1 < n; ++r) {
+      a.counts[r] = as_count((send_at[r + 1] - send_at[r]) * width, "all_to_all");
+      a.displs[r] = as_count(send_at[r] * width, "all_to_all");
+      a.recv_counts[r] = as_count((recv_at[r + 1] - recv_at[r]) * width, "all_to_all");
+      a.recv_displs[r] = as_count(recv_at[r] * width, "all_to_all");
+    }
+    return a;
+  }
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,6 +18,10 @@ namespace {
 
 void check_nccl(ncclResult_t rc, const char* call) {
   OCTET_CHECK(rc == ncclSuccess, "nccl", call, " failed: ", ncclGetErrorString(rc));
+}
+
+void check_cuda(cudaError_t rc, const char* call) {
+  OCTET_CHECK(rc == cudaSuccess, "nccl", call, ": ", cudaGetErrorString(rc));
 }
 
 void check_cuda_tensor(const Tensor& t, const char* op) {
@@ -32,9 +37,17 @@ class NcclComm final : public Comm {
     bootstrap_->broadcast(Tensor(&id, DType::u8, {static_cast<int64_t>(sizeof id)}), 0);
     check_nccl(ncclCommInitRank(&comm_, bootstrap_->size(), id, bootstrap_->rank()),
                "ncclCommInitRank");
+    check_cuda(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~NcclComm() override {
     if (comm_) ncclCommDestroy(comm_);
+    if (side_) {
+      cudaEventDestroy(ready_);
+      cudaEventDestroy(done_);
+      cudaStreamDestroy(side_);
+    }
   }
   int rank() const override { return bootstrap_->rank(); }
   int size() const override { return bootstrap_->size(); }
@@ -82,6 +95,57 @@ class NcclComm final : public Comm {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }
 
+  // One group of ncclSend/ncclRecv per peer (itself included), bytes: NCCL's own FP8 sum
+  // would round every partial sum to FP8; the caller sums the chunks in fp32.
+  void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                  const std::vector<int64_t>& recv_at) override {
+    exchange(send, send_at, recv, recv_at, stream());
+  }
+
+  // The same on the second stream, after octet's stream has produced send (an event).
+  void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                        const std::vector<int64_t>& recv_at) override {
+    check_cuda(cudaEventRecord(ready_, stream()), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent");
+    exchange(send, send_at, recv, recv_at, side_);
+    pending_ = true;
+  }
+
+  // The bucket's per-rank reduces on a second stream, once octet's stream has produced
+  // the gradients (an event); wait_started() makes octet's stream wait for them.
+  void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p, int64_t lo,
+                            int64_t hi) override {
+    check_cuda_tensor(full, "reduce_scatter");
+    check_cuda_tensor(shard, "reduce_scatter");
+    OCTET_CHECK(p.ranks() == size() && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
+                    full.numel() == p.total() && shard.numel() == p.count(rank()) && 0 <= lo &&
+                    lo <= hi && hi <= p.total(),
+                "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank()),
+                "] over ", size(), " ranks and a range within them, got ", full.str(), ", ",
+                shard.str(), " and [", lo, ", ", hi, ")");
+    check_cuda(cudaEventRecord(ready_, stream()), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent");
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size(); ++r) {
+      const int64_t a = std::clamp(p.begin(r), lo, hi), b = std::clamp(p.end(r), lo, hi);
+      if (b == a) continue;
+      check_nccl(
+          ncclReduce(static_cast<const float*>(full.data) + a,
+                     r == rank() ? static_cast<float*>(shard.data) + (a - p.begin(r)) : nullptr,
+                     static_cast<size_t>(b - a), ncclFloat32, ncclSum, r, comm_, side_),
+          "ncclReduce");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    pending_ = true;
+  }
+
+  void wait_started() override {
+    if (!pending_) return;
+    check_cuda(cudaEventRecord(done_, side_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream(), done_, 0), "cudaStreamWaitEvent");
+    pending_ = false;
+  }
+
   void broadcast(const Tensor& t, int root) override {
     if (t.device.is_cpu()) return bootstrap_->broadcast(t, root);
     check_nccl(ncclBroadcast(t.data, t.data, t.nbytes(), ncclUint8, root, comm_, stream()),
@@ -103,8 +167,39 @@ class NcclComm final : public Comm {
 
  private:
   static cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream()); }
+  void exchange(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
+                const std::vector<int64_t>& recv_at, cudaStream_t on) {
+    check_cuda_tensor(send, "all_to_all");
+    check_cuda_tensor(recv, "all_to_all");
+    const auto n = static_cast<size_t>(size()) + 1;
+    OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == n && recv_at.size() == n &&
+                    send_at.back() <= send.numel() && recv_at.back() <= recv.numel(),
+                "all_to_all", "send ", send.str(), " and recv ", recv.str(), " with ", n,
+                " offsets each over ", size(), " ranks");
+    const size_t width = dtype_size(send.dtype);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size(); ++r) {
+      const auto q = static_cast<size_t>(r);
+      if (send_at[q + 1] > send_at[q]) {
+        check_nccl(ncclSend(static_cast<const char*>(send.data) + send_at[q] * width,
+                            static_cast<size_t>(send_at[q + 1] - send_at[q]) * width, ncclUint8, r,
+                            comm_, on),
+                   "ncclSend");
+      }
+      if (recv_at[q + 1] > recv_at[q]) {
+        check_nccl(ncclRecv(static_cast<char*>(recv.data) + recv_at[q] * width,
+                            static_cast<size_t>(recv_at[q + 1] - recv_at[q]) * width, ncclUint8, r,
+                            comm_, on),
+                   "ncclRecv");
+      }
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
   std::shared_ptr<Comm> bootstrap_;
   ncclComm_t comm_ = nullptr;
+  cudaStream_t side_ = nullptr;  // start_reduce_scatter's stream
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  bool pending_ = false;
 };
 
 }  // namespace

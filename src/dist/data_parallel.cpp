@@ -2,6 +2,7 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 #include "kernels/optimizer.h"
@@ -25,15 +26,85 @@ Buffer f32_buffer(Device device, int64_t n) {
 DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero,
                            const AdamWConfig& adamw)
     : comm_(std::move(comm)), model_(model), zero_(zero), adamw_(adamw) {
-  OCTET_CHECK(zero == 0 || zero == 1, "dist", "--zero ", zero,
-              " is not available: 0 (all-reduce) or 1 (sharded optimizer state)");
+  OCTET_CHECK(zero >= 0 && zero <= 2, "dist", "--zero ", zero,
+              " is not available: 0 (all-reduce), 1 (sharded optimizer state) or 2 (and "
+              "sharded gradients, reduce-scattered in buckets during the backward)");
   const int64_t p = model.parameter_count();
   const Device device = model.options().device;
   partition_ = Partition(p, comm_->size());
   const int64_t local = zero == 0 ? p : partition_.count(comm_->rank());
   m_ = f32_buffer(device, local);
   v_ = f32_buffer(device, local);
-  if (zero == 1) grad_shard_ = f32_buffer(device, local);
+  if (zero >= 1) {
+    grad_shard_ = f32_buffer(device, local);
+    // The fp32 master of this rank's shard only (ZeRO 1 and 2 for real); the working weights
+    // (bf16, or the master itself under fp32) stay whole and are gathered after updates.
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+  }
+  if (zero == 2) {
+    const model::LlamaConfig& c = model.config();
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string layer = "model.layers." + std::to_string(l) + ".";
+      const model::ParamInfo& q = model.param(layer + "self_attn.q_proj.weight");
+      const model::ParamInfo& down = model.param(layer + "mlp.down_proj.weight");
+      layer_buckets_.emplace_back(q.offset, down.offset + down.shape.numel());
+    }
+    model_.set_backward_hook([this](int64_t layer) { on_backward(layer); });
+  }
+}
+
+DataParallel::~DataParallel() {
+  if (zero_ == 2) model_.set_backward_hook(nullptr);
+}
+
+void DataParallel::last_micro_batch() {
+  armed_ = zero_ == 2;
+}
+
+void DataParallel::on_backward(int64_t layer) {
+  if (!armed_) return;
+  const Tensor grads = model_.grads();
+  const int64_t count = partition_.count(comm_->rank());
+  const Tensor shard =
+      range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, count)}), 0, count);
+  if (layer >= 0) {
+    // A layer's matrices: under --fp8-comm weights+grads in FP8 at the layer's own scale.
+    const auto [lo, hi] = layer_buckets_[static_cast<size_t>(layer)];
+    if (fp8_grads_) {
+      fp8_grads_->start_bucket(grads, shard, lo, hi);
+    } else {
+      comm_->start_reduce_scatter(grads, shard, partition_, lo, hi);
+    }
+    ++buckets_started_;
+  } else {
+    // The rest: the embedding before layer 0's matrices; the LM head and the norm weights
+    // after the last layer's (no layers: everything).
+    const int64_t first =
+        layer_buckets_.empty() ? partition_.total() : layer_buckets_.front().first;
+    const int64_t last = layer_buckets_.empty() ? partition_.total() : layer_buckets_.back().second;
+    comm_->start_reduce_scatter(grads, shard, partition_, 0, first);
+    comm_->start_reduce_scatter(grads, shard, partition_, last, partition_.total());
+    buckets_started_ += 2;
+    armed_ = false;
+  }
+  started_ = true;
+}
+
+void DataParallel::use_fp8_gradients() {
+  const model::LlamaConfig& c = model_.config();
+  if (c.num_hidden_layers == 0) return;  // no block linears
+  // The block matrices are contiguous: from layer 0's q_proj to the last down_proj.
+  const model::ParamInfo& first = model_.param("model.layers.0.self_attn.q_proj.weight");
+  const model::ParamInfo& last = model_.param(
+      "model.layers." + std::to_string(c.num_hidden_layers - 1) + ".mlp.down_proj.weight");
+  const Device device = model_.options().device;
+  fp8_grads_ = std::make_unique<GradReduceScatter>(
+      comm_, partition_, first.offset, last.offset + last.shape.numel(),
+      model_.options().recipe.format(fp8::Role::gradient), device,
+      static_cast<int>(layer_buckets_.size()));
+  // ZeRO 0 holds the reduced gradients whole: the FP8 reduce-scatter, then an all-gather.
+  if (zero_ == 0 && !grad_shard_.data())
+    grad_shard_ = f32_buffer(device, partition_.count(comm_->rank()));
 }
 
 void DataParallel::sum_over_ranks(const Tensor& scalar) {
@@ -65,8 +136,29 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
   const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r);
-  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1).
-  if (zero_ == 0) {
+  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1, and
+  // ZeRO 2 when the trainer did not call last_micro_batch()).
+  if (started_) {
+    // ZeRO 2: the buckets the backward started; every element of the shard is in one.
+    comm_->wait_started();
+    started_ = false;
+    shard_ =
+        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
+    if (fp8_grads_) fp8_grads_->finish_buckets(shard_);
+  } else if (fp8_grads_) {
+    // Each rank's shard summed in fp32 from FP8 chunks (ZeRO 0: then gathered whole).
+    const Tensor shard =
+        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
+    fp8_grads_->run(grads, shard);
+    if (zero_ == 0) {
+      copy_bytes(static_cast<float*>(grads.data) + begin, grads.device, shard.data, shard.device,
+                 static_cast<size_t>(end - begin) * 4);
+      comm_->all_gather(grads, partition_);
+      shard_ = range(grads, begin, end);
+    } else {
+      shard_ = shard;
+    }
+  } else if (zero_ == 0) {
     comm_->all_reduce(grads, ReduceOp::sum);
     shard_ = range(grads, begin, end);
   } else {
@@ -85,21 +177,26 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
 }
 
 void DataParallel::update(int64_t step, double lr, const Tensor& grad_sum_sq) {
-  const Tensor grads = model_.grads(), master = model_.master();
+  const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r), p = partition_.total();
   const Tensor m = m_.tensor(DType::f32, {std::max<int64_t>(1, m_.bytes() / 4)});
   const Tensor v = v_.tensor(DType::f32, {std::max<int64_t>(1, v_.bytes() / 4)});
   if (zero_ == 0) {
-    adamw(master, grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    adamw(model_.master(), grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    model_.sync_working_weights();
   } else {
+    // This rank's fp32 master shard is updated and rounded into its range of the working
+    // weights, which are then gathered: bf16 under bf16/fp8 (half fp32's bytes), f32 under
+    // fp32 (where the master is the working weights).
+    const int64_t at = begin - model_.master_begin();
     if (end > begin) {
-      adamw(range(master, begin, end), shard_, range(m, 0, end - begin), range(v, 0, end - begin),
-            begin, lr, step, grad_sum_sq);
+      adamw(range(model_.master_shard(), at, at + end - begin), shard_, range(m, 0, end - begin),
+            range(v, 0, end - begin), begin, lr, step, grad_sum_sq);
     }
-    comm_->all_gather(master, partition_);
+    model_.sync_working_weights();
+    comm_->all_gather(model_.working(), partition_);
   }
-  model_.sync_working_weights();
   // Delayed FP8 scaling: every rank saw its own activations and gradients; the new scales
   // come from the amax over all ranks (the older history columns are equal everywhere).
   for (const auto& [name, tensor] : model_.scaling_state_tensors()) {
@@ -116,6 +213,11 @@ std::pair<Tensor, Tensor> DataParallel::full_moments() {
   const Device device = model_.options().device;
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  // The master too, whole until drop_full_moments() or moments_loaded() shards it again.
+  if (!model_.master_whole()) {
+    model_.shard_master(0, p);
+    comm_->all_gather(model_.master(), partition_);
+  }
   full_m_ = f32_buffer(device, p);
   full_v_ = f32_buffer(device, p);
   const Tensor fm = full_m_.tensor(DType::f32, {p}), fv = full_v_.tensor(DType::f32, {p});
@@ -144,6 +246,44 @@ void DataParallel::moments_loaded() {
 void DataParallel::drop_full_moments() {
   full_m_ = Buffer();
   full_v_ = Buffer();
+  if (zero_ >= 1)
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+}
+
+DataParallel::Shard DataParallel::optimizer_shard() const {
+  const int r = comm_->rank();
+  const int64_t begin = partition_.begin(r), count = partition_.count(r);
+  const int64_t at = begin - model_.master_begin(), local = zero_ == 0 ? begin : 0;
+  const Device device = model_.options().device;
+  auto* m = static_cast<float*>(m_.data()) + local;
+  auto* v = static_cast<float*>(v_.data()) + local;
+  return {begin, range(model_.master_shard(), at, at + count),
+          Tensor(m, DType::f32, {count}, device), Tensor(v, DType::f32, {count}, device)};
+}
+
+void DataParallel::master_loaded() {
+  model_.sync_working_weights();
+  if (zero_ >= 1) comm_->all_gather(model_.working(), partition_);
+}
+
+void DataParallel::gather_whole_master() {
+  if (model_.master_whole()) return;
+  model_.shard_master(0, partition_.total());
+  comm_->all_gather(model_.master(), partition_);
+}
+
+void DataParallel::reshard_master() {
+  if (zero_ >= 1)
+    model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
+}
+
+void DataParallel::gather_master(const Tensor& full) {
+  OCTET_CHECK(full.dtype == DType::f32 && full.numel() == partition_.total(), "dist",
+              "gather_master: needs f32 [", partition_.total(), "], got ", full.str());
+  const int64_t first = model_.master_begin(), n = model_.master_end() - first;
+  copy_bytes(static_cast<float*>(full.data) + first, full.device, model_.master_shard().data,
+             model_.options().device, static_cast<size_t>(n) * 4);
+  if (!model_.master_whole()) comm_->all_gather(full, partition_);
 }
 
 }  // namespace octet::dist

@@ -1,6 +1,6 @@
 // dist/data_parallel.h: data parallelism over a Comm for one model: the gradient
-// reduction (ZeRO 0: all-reduce; ZeRO 1: reduce-scatter, AdamW moments sharded, each
-// rank updating its shard of the fp32 master weights, then an all-gather), the global
+// reduction (ZeRO 0: all-reduce; ZeRO 1: reduce-scatter, AdamW moments and the fp32 master
+// sharded, each rank updating its shard, then an all-gather of the working weights), the global
 // gradient norm over all shards, the loss summed over ranks, the FP8 scaling state kept
 // equal on every rank, and the moments gathered for checkpoints and resharded on resume.
 // defines: AdamWConfig, DataParallel
@@ -8,9 +8,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/buffer.h"
 #include "dist/comm.h"
+#include "dist/fp8_reduce.h"
 #include "model/llama.h"
 
 namespace octet::dist {
@@ -21,14 +24,26 @@ struct AdamWConfig {
   double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
 };
 
-// Every rank holds the whole model (its master, working weights and gradients); each
+// Every rank holds the whole model's working weights and gradients (and under ZeRO 0 its
+// whole master; under ZeRO 1 only its shard of the master, model::Llama::shard_master); each
 // computes the gradients of its own micro-batches, scaled for the global mean (grad_scale
 // 1 / (tokens per rank x ranks x accumulation steps)). Buffers are allocated here once;
 // step() allocates nothing.
 class DataParallel {
  public:
-  // zero: 0 or 1.
+  // zero: 0, 1 or 2.
   DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // ZeRO 2: the next backward is the step's last micro-batch: as it completes each layer's
+  // gradients (Llama's backward hook) their reduce-scatter starts, one bucket per layer,
+  // and reduce_gradients() waits for them. With accumulation the earlier micro-batches
+  // reduce nothing (their gradients are not final). A no-op under ZeRO 0 and 1.
+  void last_micro_batch();
+  // ZeRO 2: buckets started by backward hooks so far (tests).
+  int64_t buckets_started() const { return buckets_started_; }
 
   // One optimizer step after the local backward passes: reduces the gradients, writes the
   // global sum of their squares into grad_sum_sq (f32[1]), clips, updates with AdamW at
@@ -40,6 +55,11 @@ class DataParallel {
   // ...then the clipped AdamW update of the reduced gradients, the weights gathered and
   // synced, and the FP8 scaling state updated from the amax over all ranks.
   void update(int64_t step, double lr, const Tensor& grad_sum_sq);
+  // --fp8-comm weights+grads, the gradient half: from now on reduce_gradients() moves the
+  // block linears' gradients as FP8 codes (the recipe's gradient format) at a shared scale
+  // and sums them in fp32 on receipt (GradReduceScatter); the rest stays f32.
+  void use_fp8_gradients();
+  const GradReduceScatter* fp8_gradients() const { return fp8_grads_.get(); }
   // Sums a scalar over ranks (each rank's weighted loss sum: the global mean loss).
   void sum_over_ranks(const Tensor& scalar);
 
@@ -49,13 +69,32 @@ class DataParallel {
   const Partition& partition() const { return partition_; }
 
   // The moments m and v over all P parameters, f32 [P] each: ZeRO 0's own buffers, or under
-  // ZeRO 1 every shard gathered into buffers allocated for the call (checkpoints).
+  // ZeRO 1 every shard gathered into buffers allocated for the call (checkpoints), the
+  // model's fp32 master then gathered whole too.
   std::pair<Tensor, Tensor> full_moments();
   // After full_moments()' tensors were overwritten (a checkpoint read at any rank count):
   // takes this rank's shard of them.
   void moments_loaded();
-  // Frees the buffers full_moments() allocated (after a checkpoint was written).
+  // Frees the buffers full_moments() allocated (after a checkpoint was written) and shards
+  // the master again.
   void drop_full_moments();
+  // This rank's range of the partition for a checkpoint saved per shard: its first
+  // parameter and views of its fp32 master, m and v there (f32 [count] each).
+  struct Shard {
+    int64_t begin;
+    Tensor master, m, v;
+  };
+  Shard optimizer_shard() const;
+  // After the master (this rank's part of it) was read in place: the working weights
+  // rounded from it and, under ZeRO 1, gathered.
+  void master_loaded();
+  // The fp32 master made whole on every rank (the model's master() readable: a checkpoint's
+  // model.safetensors), and afterwards sharded again (no-ops unless ZeRO 1).
+  void gather_whole_master();
+  void reshard_master();
+  // The whole fp32 master into full (f32 [P], e.g. another model's master): a copy, or
+  // under ZeRO 1 each rank's shard gathered. Every rank calls it.
+  void gather_master(const Tensor& full);
 
  private:
   void adamw(const Tensor& master, const Tensor& grads, const Tensor& m, const Tensor& v,
@@ -70,6 +109,13 @@ class DataParallel {
   Buffer grad_shard_;       // ZeRO 1: the reduce-scattered gradients of this rank's shard
   Buffer full_m_, full_v_;  // ZeRO 1: only while a checkpoint is written or read
   Tensor shard_;            // this rank's reduced gradients, from reduce_gradients to update
+  std::unique_ptr<GradReduceScatter> fp8_grads_;  // --fp8-comm weights+grads
+  // ZeRO 2: the buckets, in the order backward completes them: layer l's matrices at
+  // [l] (started after layer l), then the rest (embedding, LM head, norms) at the end.
+  void on_backward(int64_t layer);
+  std::vector<std::pair<int64_t, int64_t>> layer_buckets_;
+  bool armed_ = false, started_ = false;
+  int64_t buckets_started_ = 0;
 };
 
 }  // namespace octet::dist

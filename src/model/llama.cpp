@@ -105,8 +105,10 @@ void Llama::backward() {
     kernels::rmsnorm_backward(a.d_normed, a.resid[l], layer.ln1, p.rstd1, a.d_branch,
                               layer.ln1_grad);
     kernels::add(a.d_resid, a.d_branch, a.d_resid);
+    if (backward_hook_) backward_hook_(l);
   }
   kernels::embedding_backward(inputs_, a.d_resid, grad_view(*embedding_));
+  if (backward_hook_) backward_hook_(-1);
 }
 
 Tensor Llama::logits() const {

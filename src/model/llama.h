@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +35,8 @@ struct ParamInfo {
 };
 
 // Parameters, gradients and activations each live in one buffer (DESIGN.md, Memory):
-//   master  f32 [P]  the parameters the optimizer updates
+//   master  f32 [P]  the parameters the optimizer updates (under ZeRO 1 only one shard
+//                    of them: shard_master())
 //   working          what the step computes with: the master itself under fp32, a bf16
 //                    copy under bf16 (sync_working_weights() refreshes it); under fp8 a
 //                    bf16 copy of all but the block linears' matrices, which are
@@ -57,16 +59,33 @@ class Llama {
   const std::vector<ParamInfo>& params() const { return params_; }
   const ParamInfo& param(const std::string& name) const;
 
-  Tensor master() const;
+  Tensor master() const;  // f32 [P]; only while the master is whole
   Tensor grads() const;
-  Tensor master_view(const ParamInfo& p) const;  // f32, p's shape
+  Tensor master_view(const ParamInfo& p) const;  // f32, p's shape; only while whole
   Tensor grad_view(const ParamInfo& p) const;
+
+  // ZeRO 1 (dist::DataParallel): the master keeps only parameters [begin, end), f32
+  // [end - begin] (the values it held there are kept); the working weights stay whole, and
+  // whoever shards gathers them after each update. Under fp8 the block linears then get a
+  // bf16 working copy too, since nothing can quantize them from a whole master. Under fp32
+  // the master is the working weights: it stays whole. shard_master(0, P) makes it whole
+  // again, the values outside the old shard to be filled by the caller (a gather). Allocates.
+  void shard_master(int64_t begin, int64_t end);
+  bool master_whole() const { return master_begin_ == 0 && master_end_ == params_count_; }
+  int64_t master_begin() const { return master_begin_; }
+  int64_t master_end() const { return master_end_; }
+  Tensor master_shard() const;  // f32 [master_end() - master_begin()]
+  size_t master_bytes() const { return master_.bytes(); }
+  // All the working weights in parameter order (the master under fp32, the bf16 copy
+  // otherwise): what is gathered after a sharded update. Not under fp8 before shard_master.
+  Tensor working() const;
 
   // Hugging Face's LlamaForCausalLM initialisation: matrices ~ N(0, 0.02²), norm
   // weights 1; deterministic from the seed. Also syncs the working weights.
   void init_weights(uint64_t seed, double std = 0.02);
   // master -> working (bf16, round to nearest even) after every optimizer step; marks the
-  // FP8 weight copies stale so the next forward re-quantizes them once.
+  // FP8 weight copies stale so the next forward re-quantizes them once. With a sharded
+  // master only its shard's working weights are written.
   void sync_working_weights();
   void zero_grads();
 
@@ -82,6 +101,13 @@ class Llama {
   float forward(const Tensor& inputs, const Tensor& targets, float grad_scale);
   // Accumulates d(loss)/d(parameters) into grads() for the last forward.
   void backward();
+  // Called by backward() as the gradients of parameters become final: with l after layer l's
+  // backward (its four linears' matrices and its two norm weights; l = L-1 down to 0), then
+  // with -1 at the end (the embedding, LM head and final norm). Data parallelism starts
+  // reducing a bucket there (ZeRO 2). Empty: nothing is called.
+  void set_backward_hook(std::function<void(int64_t layer)> hook) {
+    backward_hook_ = std::move(hook);
+  }
   // The logits of the last forward ([T, vocab], working dtype; f32 under fp32).
   Tensor logits() const;
 
@@ -105,6 +131,10 @@ class Llama {
   DType working_dtype() const;
   void build_layout();
   void bind_linears();
+  void check_master_whole(const char* what) const;
+  // The master's elements [first, end), m pointing at element first, into the working copy.
+  void master_to_working(const float* m, int64_t first, int64_t end);
+  void mark_weights_changed();  // the FP8 weight copies are stale
 
   LlamaConfig config_;
   ModelOptions options_;
@@ -113,6 +143,8 @@ class Llama {
   // Parameters [master_only_begin_, master_only_end_) have no working copy (fp8: the block
   // linears' matrices); working offsets above the range move down by its length.
   int64_t master_only_begin_ = 0, master_only_end_ = 0;
+  // The parameters master_ holds (all but under ZeRO 1).
+  int64_t master_begin_ = 0, master_end_ = 0;
   Buffer master_, working_, grads_, gemm_workspace_, fp8_scratch_;
   std::unique_ptr<fp8::DelayedScalingState> scaling_state_;
   std::vector<Layer> layers_;
@@ -122,6 +154,7 @@ class Llama {
   const ParamInfo* final_norm_ = nullptr;  // model.norm.weight
   Tensor inputs_, targets_;
   float grad_scale_ = 0.0f;
+  std::function<void(int64_t)> backward_hook_;
 };
 
 }  // namespace octet::model

@@ -100,6 +100,7 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   const Device device = options_.device;
   const DType dt = nn::activation_dtype(options_.precision);
   master_ = Buffer::for_tensor(device, DType::f32, {params_count_});
+  master_end_ = params_count_;
   grads_ = Buffer::for_tensor(device, DType::f32, {params_count_});
   if (options_.precision == nn::Precision::fp8 && config_.num_hidden_layers > 0) {
     // The block matrices are contiguous: from layer 0's q_proj to the last down_proj.
@@ -216,6 +217,7 @@ const ParamInfo& Llama::param(const std::string& name) const {
 }
 
 Tensor Llama::master() const {
+  check_master_whole("master()");
   return master_.tensor(DType::f32, {params_count_});
 }
 Tensor Llama::grads() const {
@@ -226,6 +228,7 @@ DType Llama::working_dtype() const {
 }
 
 Tensor Llama::master_view(const ParamInfo& p) const {
+  check_master_whole("master_view()");
   return master_.view(DType::f32, p.shape, static_cast<size_t>(p.offset) * 4);
 }
 Tensor Llama::grad_view(const ParamInfo& p) const {
@@ -279,28 +282,50 @@ void Llama::init_weights(uint64_t seed, double std) {
       w[i] = p.decay ? static_cast<float>(std * normal.next()) : 1.0f;
     }
   }
-  copy_bytes(master_.data(), options_.device, host.data(), Device::cpu(), host.size() * 4);
-  sync_working_weights();
+  if (master_whole()) {
+    copy_bytes(master_.data(), options_.device, host.data(), Device::cpu(), host.size() * 4);
+    sync_working_weights();
+    return;
+  }
+  // A sharded master: the working weights of all parameters from the host values, through
+  // a small f32 staging buffer on the device.
+  const int64_t chunk = std::min<int64_t>(params_count_, int64_t{1} << 20);
+  Buffer staging = Buffer::for_tensor(options_.device, DType::f32, {chunk});
+  for (int64_t b = 0; b < params_count_; b += chunk) {
+    const int64_t e = std::min(params_count_, b + chunk);
+    copy_bytes(staging.data(), options_.device, host.data() + b, Device::cpu(),
+               static_cast<size_t>(e - b) * 4);
+    master_to_working(static_cast<const float*>(staging.data()), b, e);
+  }
+  copy_bytes(master_.data(), options_.device, host.data() + master_begin_, Device::cpu(),
+             static_cast<size_t>(master_end_ - master_begin_) * 4);
+  mark_weights_changed();
 }
 
 void Llama::sync_working_weights() {
   if (working_.data()) {
-    // master -> working around the parameters that have no working copy.
-    const int64_t gap = master_only_end_ - master_only_begin_;
-    const DType dt = working_dtype();
-    auto* m = static_cast<float*>(master_.data());
-    auto* w = static_cast<uint16_t*>(working_.data());
-    const Device d = options_.device;
-    if (master_only_begin_ > 0) {
-      kernels::convert(Tensor(m, DType::f32, {master_only_begin_}, d),
-                       Tensor(w, dt, {master_only_begin_}, d));
-    }
-    const int64_t rest = params_count_ - master_only_end_;
-    if (rest > 0) {
-      kernels::convert(Tensor(m + master_only_end_, DType::f32, {rest}, d),
-                       Tensor(w + master_only_end_ - gap, dt, {rest}, d));
-    }
+    master_to_working(static_cast<const float*>(master_.data()), master_begin_, master_end_);
   }
+  mark_weights_changed();
+}
+
+void Llama::master_to_working(const float* m, int64_t first, int64_t end) {
+  // m: the master's element `first`. Around the parameters that have no working copy.
+  const int64_t gap = master_only_end_ - master_only_begin_;
+  const DType dt = working_dtype();
+  auto* w = static_cast<uint16_t*>(working_.data());
+  const Device d = options_.device;
+  auto convert = [&](int64_t b, int64_t e, int64_t to) {
+    if (e <= b) return;
+    kernels::convert(Tensor(const_cast<float*>(m) + (b - first), DType::f32, {e - b}, d),
+                     Tensor(w + to, dt, {e - b}, d));
+  };
+  convert(first, std::min(end, master_only_begin_), first);
+  const int64_t b = std::max(first, master_only_end_);
+  convert(b, end, b - gap);
+}
+
+void Llama::mark_weights_changed() {
   for (Layer& layer : layers_) {
     layer.qkv.weights_changed();
     layer.o.weights_changed();

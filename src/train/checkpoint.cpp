@@ -39,6 +39,10 @@ void fsync_directory(const std::string& dir) {
 
 }  // namespace
 
+std::string checkpoint_temp_dir(const std::string& dir, int64_t step, int64_t pid) {
+  return dir + "/" + step_name(step) + ".tmp-" + std::to_string(pid);
+}
+
 std::string save_checkpoint(const std::string& dir, const model::Llama& model, const Tensor& m,
                             const Tensor& v, const TrainerState& state) {
   std::error_code ec;
@@ -46,14 +50,16 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
   OCTET_CHECK(!ec, "checkpoint", dir, ": cannot create the directory: ", ec.message());
   const std::string name = step_name(state.step);
   const std::string final_dir = dir + "/" + name;
-  const std::string temp_dir = final_dir + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(temp_dir, ec);
+  const std::string temp_dir = checkpoint_temp_dir(dir, state.step, ::getpid());
+  // The ranks of a data-parallel run may have written their optimizer shards there already.
+  if (state.shard_staging != temp_dir) fs::remove_all(temp_dir, ec);
   fs::create_directories(temp_dir, ec);
   OCTET_CHECK(!ec, "checkpoint", temp_dir, ": cannot create the directory: ", ec.message());
   try {
     save_safetensors(temp_dir + "/model.safetensors", model_tensors(model), {{"format", "pt"}});
     write_json_file(temp_dir + "/config.json", model::llama_config_to_json(model.config()));
-    std::vector<NamedTensor> trainer{{"adamw.m", m}, {"adamw.v", v}};
+    std::vector<NamedTensor> trainer;
+    if (!state.optimizer_shards) trainer = {{"adamw.m", m}, {"adamw.v", v}};
     for (auto& [name, tensor] : model.scaling_state_tensors()) trainer.push_back({name, tensor});
     save_safetensors(temp_dir + "/trainer_state.safetensors", trainer);
     Json js = Json::object();
@@ -68,6 +74,19 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
     js["wall_s"] = state.wall_s;
     js["skipped_steps"] = state.skipped_steps;
     js["guard_passed"] = state.guard_passed;
+    if (state.optimizer_shards) {
+      const ShardLayout& layout = *state.optimizer_shards;
+      js["optimizer_shards"] = shard_layout_to_json(layout);
+      for (int r = 0; r < layout.ranks(); ++r) {
+        const std::string file = optimizer_shard_file(r, layout.ranks());
+        if (state.shard_staging != temp_dir)
+          fs::rename(state.shard_staging + "/" + file, temp_dir + "/" + file, ec);
+        OCTET_CHECK(!ec && fs::exists(temp_dir + "/" + file), "checkpoint", "rank ", r,
+                    "'s optimizer shard ", file, " is not in ", temp_dir,
+                    ec ? ": " + ec.message() : std::string());
+      }
+      if (state.shard_staging != temp_dir) fs::remove_all(state.shard_staging, ec);
+    }
     write_json_file(temp_dir + "/trainer_state.json", js);
     if (!state.tokenizer.empty()) {
       fs::copy_file(state.tokenizer, temp_dir + "/tokenizer.model", ec);
@@ -115,7 +134,7 @@ std::string checkpoint_step_dir(const std::string& dir, const char* op, const ch
   return dir;
 }
 
-void load_model_weights(const std::string& step_dir, model::Llama& model) {
+void check_checkpoint_model(const std::string& step_dir, const model::Llama& model) {
   const std::string config_path = step_dir + "/config.json";
   const model::LlamaConfig stored =
       model::llama_config_from_json(read_json_file(config_path), config_path);
@@ -127,6 +146,10 @@ void load_model_weights(const std::string& step_dir, model::Llama& model) {
                   stored.num_key_value_heads == c.num_key_value_heads &&
                   stored.tie_word_embeddings == c.tie_word_embeddings,
               "checkpoint", config_path, ": the checkpoint's model shape differs from this run's");
+}
+
+void load_model_weights(const std::string& step_dir, model::Llama& model) {
+  check_checkpoint_model(step_dir, model);
   const SafetensorsFile file = SafetensorsFile::open(step_dir + "/model.safetensors");
   for (const model::ParamInfo& p : model.params()) {
     OCTET_CHECK(file.contains(p.name), "checkpoint", file.path(), ": tensor '", p.name,
@@ -145,21 +168,27 @@ TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, c
                              const Tensor& v) {
   load_model_weights(step_dir, model);
   const SafetensorsFile file = SafetensorsFile::open(step_dir + "/trainer_state.safetensors");
-  file.read("adamw.m", m);
-  file.read("adamw.v", v);
+  const std::string json_path = step_dir + "/trainer_state.json";
+  TrainerState s =
+      trainer_state_from_json(read_json_file(json_path), json_path, model.parameter_count());
+  if (s.optimizer_shards) {
+    read_optimizer_range(step_dir, *s.optimizer_shards, 0, model.parameter_count(), Tensor(), m, v);
+  } else {
+    file.read("adamw.m", m);
+    file.read("adamw.v", v);
+  }
   for (const auto& [name, tensor] : model.scaling_state_tensors()) file.read(name, tensor);
   model.scaling_state_loaded();
-  const std::string json_path = step_dir + "/trainer_state.json";
-  return trainer_state_from_json(read_json_file(json_path), json_path, model.parameter_count());
+  return s;
 }
 
 TrainerState trainer_state_from_json(const Json& js, const std::string& json_path,
                                      int64_t parameter_count) {
-  check_known_keys(
-      js,
-      {"step", "data_epoch", "data_index", "precision", "recipe", "parameters",
-       "requested_precision", "wall_s", "skipped_steps", "guard_passed", "schedule_steps"},
-      json_path);
+  check_known_keys(js,
+                   {"step", "data_epoch", "data_index", "precision", "recipe", "parameters",
+                    "requested_precision", "wall_s", "skipped_steps", "guard_passed",
+                    "schedule_steps", "optimizer_shards"},
+                   json_path);
   TrainerState s;
   s.step = get_int(js, "step", json_path);
   s.data_position.epoch = static_cast<uint64_t>(get_int(js, "data_epoch", json_path));
@@ -177,6 +206,11 @@ TrainerState trainer_state_from_json(const Json& js, const std::string& json_pat
   s.skipped_steps = get_int_or(js, "skipped_steps", 0, json_path);
   s.guard_passed = get_bool_or(js, "guard_passed", false, json_path);
   s.schedule_steps = get_int_or(js, "schedule_steps", 0, json_path);
+  if (js.contains("optimizer_shards")) {
+    s.optimizer_shards = shard_layout_from_json(js["optimizer_shards"], json_path);
+    OCTET_CHECK(parameter_count < 0 || s.optimizer_shards->parameters == parameter_count,
+                "checkpoint", json_path, ": optimizer_shards.parameters disagrees with the model");
+  }
   return s;
 }
 

@@ -3,19 +3,22 @@
 // (HF LlamaConfig), trainer_state.safetensors (AdamW moments, FP8 scaling state),
 // trainer_state.json (step, data position, run settings), tokenizer.model when the run
 // trained on shards that carry one} and <dir>/latest naming the newest, with links to its
-// HF files beside it (train/run_links.h).
+// HF files beside it (train/run_links.h). A data-parallel run keeps the optimizer state in
+// optimizer-RRRRR-of-NNNNN.safetensors, one per rank (train/shard_checkpoint.h).
 // defines: TrainerState, read_trainer_state, save_checkpoint, load_checkpoint, latest_checkpoint,
-//          checkpoint_step_dir,
+//          checkpoint_step_dir, checkpoint_temp_dir, check_checkpoint_model,
 //          load_model_weights, trainer_state_from_json
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/tensor.h"
 #include "data/loader.h"
 #include "io/json_fwd.h"
 #include "model/llama.h"
+#include "train/shard_checkpoint.h"
 
 namespace octet::train {
 
@@ -31,17 +34,26 @@ struct TrainerState {
   double wall_s = 0.0;        // training wall time so far
   int64_t skipped_steps = 0;  // updates skipped for a non-finite loss or gradient norm
   bool guard_passed = false;  // the guard's last check before this checkpoint passed
+  // Data parallel: the master and AdamW moments saved per shard (train/shard_checkpoint.h),
+  // not in trainer_state.safetensors. On save, shard_staging is the directory holding every
+  // rank's file: moved into the step directory, unless it is checkpoint_temp_dir() itself.
+  std::optional<ShardLayout> optimizer_shards;
+  std::string shard_staging;
 };
 
 // The trainer_state.json of a step directory alone (no tensors read).
 TrainerState read_trainer_state(const std::string& step_dir);
 
-// Writes a checkpoint of `model` (master weights), the AdamW moments m and v (f32 [P])
-// and `state`. The step directory is written under a temporary name and renamed, then
-// `latest` is replaced atomically: a failure at any point leaves the previous
-// checkpoint and `latest` as they were. Returns the step directory.
+// Writes a checkpoint of `model` (master weights), the AdamW moments m and v (f32 [P]; not
+// used, may be empty, with state.optimizer_shards) and `state`. The step directory is written under
+// a temporary name and renamed, then `latest` is replaced atomically: a failure at any point leaves
+// the previous checkpoint and `latest` as they were. Returns the step directory.
 std::string save_checkpoint(const std::string& dir, const model::Llama& model, const Tensor& m,
                             const Tensor& v, const TrainerState& state);
+
+// Where save_checkpoint(dir, ...) of `step` in process `pid` writes before the rename:
+// <dir>/step_NNNNNNNN.tmp-PID (a stale one is removed at the next start).
+std::string checkpoint_temp_dir(const std::string& dir, int64_t step, int64_t pid);
 
 // The step directory `latest` names in `dir`; throws naming the file when there is none.
 std::string latest_checkpoint(const std::string& dir);
@@ -52,6 +64,9 @@ std::string latest_checkpoint(const std::string& dir);
 // "[op] --checkpoint DIR holds no checkpoint to <purpose> ..." when it is neither.
 std::string checkpoint_step_dir(const std::string& dir, const char* op, const char* purpose);
 
+// Throws naming the file when the step directory's config.json has another model shape.
+void check_checkpoint_model(const std::string& step_dir, const model::Llama& model);
+
 // Reads the model weights of a step directory (model.safetensors) into model.master()
 // and syncs the working weights. Every parameter must be present with its shape.
 void load_model_weights(const std::string& step_dir, model::Llama& model);
@@ -61,7 +76,9 @@ void load_model_weights(const std::string& step_dir, model::Llama& model);
 TrainerState trainer_state_from_json(const Json& js, const std::string& where,
                                      int64_t parameter_count);
 
-// Reads everything save_checkpoint wrote back into model, m, v; returns the state.
+// Reads everything save_checkpoint wrote back into model, m, v; returns the state. m and v
+// come from trainer_state.safetensors or, for a checkpoint saved per shard, from the shard
+// files whatever their number.
 TrainerState load_checkpoint(const std::string& step_dir, model::Llama& model, const Tensor& m,
                              const Tensor& v);
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "dist/fp8_comm.h"
 #include "fp8/recipe.h"
 #include "nn/precision.h"
 #include "train/retention.h"
@@ -76,7 +77,8 @@ struct TrainConfig {
 
   GuardConfig guard;              // the FP8 convergence guard (only under fp8)
   int64_t max_skipped_steps = 5;  // consecutive non-finite steps before the run stops
-  int zero = -1;  // data parallel: 0 (all-reduce) or 1 (sharded AdamW state); -1: 1 on > 1 rank
+  int zero = -1;  // data parallel: 0 (all-reduce), 1 (sharded AdamW), 2 (and grads); -1: 1
+  dist::Fp8Comm fp8_comm = dist::Fp8Comm::none;  // data parallel under fp8: FP8 collectives
 };
 
 // Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at

@@ -165,6 +165,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
                                   config.grad_clip};
     dp_ = std::make_unique<dist::DataParallel>(comm_, *model_, config.zero < 0 ? 1 : config.zero,
                                                adamw);
+    if (dist::fp8_comm_grads(config.fp8_comm)) dp_->use_fp8_gradients();
   } else {
     optimizer_ = std::make_unique<Optimizer>(*model_, config);
   }
@@ -183,6 +184,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   step_loss_ = stats_.add("step loss", DType::f32, {window_});
   step_grad_sum_sq_ = stats_.add("step gradient sum of squares", DType::f32, {window_});
   eval_loss_ = stats_.add("evaluation loss", DType::f32, {1});
+  stop_flag_ = stats_.add("stop request", DType::f32, {1});
   stats_.allocate();
 
   // A run killed while writing a checkpoint left its temporary folder: remove it now
@@ -211,9 +213,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   }
 
   if (config.resume) {
-    const auto [m, v] = dp_ ? dp_->full_moments() : std::pair{optimizer_->m(), optimizer_->v()};
-    const TrainerState s = load_checkpoint(latest_checkpoint(config.out_dir), *model_, m, v);
-    if (dp_) dp_->moments_loaded();
+    const std::string step_dir = latest_checkpoint(config.out_dir);
+    const TrainerState s = dp_ ? load_sharded(step_dir)
+                               : load_checkpoint(step_dir, *model_, optimizer_->m(), optimizer_->v());
     // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
     std::string stored_recipe = s.recipe;
     std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');
@@ -270,6 +272,7 @@ StepRecord Trainer::train_step() {
   for (int64_t micro = 0; micro < config_.grad_accum; ++micro) {
     load_batch(*train_loader_, inputs_, targets_, host_inputs_, host_targets_);
     m.forward(inputs_, targets_, static_cast<float>(1.0 / tokens), loss, 1.0 / tokens);
+    if (dp_ && micro + 1 == config_.grad_accum) dp_->last_micro_batch();  // ZeRO 2's buckets
     m.backward();
   }
   if (after_backward) after_backward(*this);
@@ -356,11 +359,7 @@ std::string Trainer::save() {
   if (!dp_) {
     step_dir = save_checkpoint(config_.out_dir, *model_, optimizer_->m(), optimizer_->v(), s);
   } else {
-    // Every rank holds the whole master; the moments are gathered, rank 0 writes the files.
-    const auto [m, v] = dp_->full_moments();
-    if (comm_->rank() == 0) save_checkpoint(config_.out_dir, *model_, m, v, s);
-    dp_->drop_full_moments();
-    comm_->barrier();
+    save_sharded(s);
     step_dir = latest_checkpoint(config_.out_dir);
   }
   // Only now that the new checkpoint and `latest` are complete may older ones go; the one a
@@ -423,15 +422,17 @@ std::vector<StepRecord> Trainer::run() {
   auto window_t0 = t0;
   const int64_t first = step_;
   int64_t reported = 0;
-  while (step_ < config_.steps && !stop_requested()) {
+  bool stop = agreed_stop();
+  while (step_ < config_.steps && !stop) {
     pending.push_back(train_step());
     const bool last = step_ == config_.steps;
     const bool eval = (config_.eval_every > 0 && step_ % config_.eval_every == 0) || last;
     const bool guard = guard_ && guard_->due(step_, eval);
     const bool checkpoint = !config_.out_dir.empty() && config_.checkpoint_every > 0 &&
                             step_ % config_.checkpoint_every == 0 && !last;
+    // Under mpirun a local request waits for the window's end, where every rank agrees.
     if (static_cast<int64_t>(pending.size()) < window_ && !last && !eval && !guard && !checkpoint &&
-        !stop_requested()) {
+        (dp_ || !stop_requested())) {
       continue;
     }
     // Read back the window's numbers (this waits for the GPU), then report each step.
@@ -482,6 +483,7 @@ std::vector<StepRecord> Trainer::run() {
                 " Lower --lr or --grad-clip, or use --precision bf16.");
     // A rollback moved the run back: the checkpoint of this step would be the failed one.
     if (checkpoint && step_ == at) save();
+    stop = agreed_stop();
   }
   if (!config_.out_dir.empty() && step_ > first) save();
   return records;

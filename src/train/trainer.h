@@ -27,6 +27,8 @@ class DataParallel;
 
 namespace octet::train {
 
+struct TrainerState;
+
 class Trainer {
  public:
   explicit Trainer(const TrainConfig& config);
@@ -47,6 +49,7 @@ class Trainer {
 
   int64_t step() const { return step_; }
   model::Llama& model() { return *model_; }
+  dist::DataParallel* data_parallel() { return dp_.get(); }  // nullptr on one rank
   // The synthetic corpus' best possible loss (nats per token), or nullopt for shards.
   std::optional<double> loss_floor() const { return loss_floor_; }
   // Writes a checkpoint now (out_dir must be set); returns its directory.
@@ -78,6 +81,11 @@ class Trainer {
   void guard_check(StepRecord& r);
   // Continues under bf16: from the current weights and moments, or from a checkpoint.
   void switch_to_bf16(const std::string& checkpoint_dir);
+  // Data parallel: every rank writes its optimizer shard, rank 0 the rest (trainer_shards.cpp).
+  void save_sharded(const TrainerState& state);
+  // Data parallel: a resume, each rank reading only the ranges it holds of a checkpoint
+  // saved per shard (or its shard of a one-process checkpoint).
+  TrainerState load_sharded(const std::string& step_dir);
 
   TrainConfig config_;
   std::unique_ptr<model::Llama> model_;
@@ -91,6 +99,10 @@ class Trainer {
   // last window_ steps (slot (step - 1) % window_), read back together.
   Arena stats_;
   Arena::Region step_loss_ = -1, step_grad_sum_sq_ = -1, eval_loss_ = -1;
+  Arena::Region stop_flag_ = -1;  // data parallel: the stop request, max-reduced over ranks
+  // Whether the run stops now: this process's request (Ctrl-C), or under data parallelism
+  // any rank's, agreed by every rank at the same step boundary (trainer_stop.cpp).
+  bool agreed_stop();
   int64_t window_ = 1;
   Tensor inputs_, targets_, host_inputs_, host_targets_;
   int64_t step_ = 0;

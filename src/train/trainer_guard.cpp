@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "dist/data_parallel.h"
 #include "io/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -28,7 +29,11 @@ void Trainer::guard_check(StepRecord& r) {
   const auto t0 = std::chrono::steady_clock::now();
   const double fp8_loss = r.val_loss ? *r.val_loss : evaluate(*model_);
   // "Load the FP8 checkpoint into BF16": the same master weights, no FP8 GEMMs.
-  copy_f32(model_->master(), shadow_->master());
+  if (dp_) {
+    dp_->gather_master(shadow_->master());  // under ZeRO 1 each rank holds one shard
+  } else {
+    copy_f32(model_->master(), shadow_->master());
+  }
   shadow_->sync_working_weights();
   const double bf16_loss = evaluate(*shadow_);
   GuardRecord g = guard_->judge(fp8_loss, bf16_loss);

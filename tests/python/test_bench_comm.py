@@ -22,9 +22,16 @@ def test_rows_of_bytes_and_bandwidth_for_tiny_at_two_ranks():
     assert proc.returncode == 0, proc.stderr
     assert "125248 parameters, 2 ranks over mpi" in proc.stdout, proc.stdout
     rows = [l for l in proc.stdout.splitlines() if re.match(r"(all|reduce)-", l)]
-    assert len(rows) == 5, proc.stdout
+    assert len(rows) == 7, proc.stdout
     for row in rows:
         buffer_mb, sent_mb, ms, gbs = map(float, row.split()[-4:])
+        if "fp8 grads" in row:
+            # The f32 gradients reduce-scattered with the block linears' half sent as one
+            # byte each: between 1/4 and all of the f32 reduce-scatter's half of 4 P bytes.
+            assert abs(buffer_mb - 4 * 125248 / 1e6) < 0.06, row
+            assert buffer_mb * 0.5 / 4 < sent_mb < buffer_mb * 0.5, row
+            assert ms > 0 and gbs > 0, row
+            continue
         # f32 buffers are 4 P bytes, bf16 2 P, fp8 P; a ring sends (N-1)/N of them per
         # all-gather or reduce-scatter (here half), twice that per all-reduce.
         width = 4 if "f32" in row else 2 if "bf16" in row else 1

@@ -2,7 +2,11 @@
 // data-parallel step makes for a model's P parameters, timed on the backend at hand (MPI
 // on the CPU, NCCL on CUDA): bytes each rank sends per step (ring algorithms: (N-1)/N of
 // the buffer per all-gather or reduce-scatter, twice that per all-reduce) and the achieved
-// bandwidth, with the weights all-gathered in f32 (what ZeRO 1 does today), bf16 and FP8.
+// bandwidth, with the weights all-gathered in f32 (ZeRO 1 under fp32), bf16 (ZeRO 1 under
+// bf16 and fp8) and FP8 (--fp8-comm weights); the gradients reduce-scattered in f32, with
+// the block linears' in FP8 (--fp8-comm weights+grads: an exchange of codes summed in fp32,
+// dist/fp8_reduce.h), and in per-layer buckets started one after the other as ZeRO 2's
+// backward does.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +19,7 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "dist/fp8_reduce.h"
 #include "model/config.h"
 
 namespace octet::bench {
@@ -60,16 +65,33 @@ int bench_comm(const CommOptions& o) {
     const char* what;
     double buffer_bytes, wire_factor;
     std::function<void()> run;
+    double sent = -1;  // bytes each rank sends, where not buffer_bytes x wire_factor
   };
+  // The parameter layout of model::Llama: the embedding, then each layer's seven matrices
+  // (the FP8 range, one bucket per layer), then the LM head and the norm weights.
+  const int64_t d = config.hidden_size, hd = config.head_dim();
+  const int64_t layer = d * hd * (2 * config.num_attention_heads + 2 * config.num_key_value_heads) +
+                        3 * d * config.intermediate_size;
+  const int64_t first = config.vocab_size * d, last = first + config.num_hidden_layers * layer;
+  dist::GradReduceScatter fp8_grads(comm, part, first, last, DType::e5m2, device);
   const double ring = static_cast<double>(n - 1) / n;
   const std::vector<Row> rows = {
       {"all-reduce f32 (ZeRO 0 gradients)", 4.0 * p, 2 * ring,
        [&] { comm->all_reduce(f32, dist::ReduceOp::sum); }},
       {"reduce-scatter f32 (ZeRO 1 gradients)", 4.0 * p, ring,
        [&] { comm->reduce_scatter(f32, mine, part); }},
-      {"all-gather f32 (ZeRO 1 master, today)", 4.0 * p, ring,
-       [&] { comm->all_gather(f32, part); }},
-      {"all-gather bf16 (working weights)", 2.0 * p, ring,
+      {"reduce-scatter fp8 grads (w+grads)", 4.0 * p, ring, [&] { fp8_grads.run(f32, mine); },
+       static_cast<double>(fp8_grads.bytes_sent())},
+      {"reduce-scatter f32 buckets (ZeRO 2)", 4.0 * p, ring,
+       [&] {
+         for (int64_t l = config.num_hidden_layers - 1; l >= 0; --l)
+           comm->start_reduce_scatter(f32, mine, part, first + l * layer, first + (l + 1) * layer);
+         comm->start_reduce_scatter(f32, mine, part, 0, first);
+         comm->start_reduce_scatter(f32, mine, part, last, p);
+         comm->wait_started();
+       }},
+      {"all-gather f32 (ZeRO 1, fp32)", 4.0 * p, ring, [&] { comm->all_gather(f32, part); }},
+      {"all-gather bf16 (ZeRO 1, bf16/fp8)", 2.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::bf16, {p}), part); }},
       {"all-gather fp8 (--fp8-comm weights)", 1.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::e4m3, {p}), part); }},
@@ -82,7 +104,7 @@ int bench_comm(const CommOptions& o) {
   }
   for (const Row& r : rows) {
     const double s = time_median(*comm, o.reps, r.run);
-    const double sent = r.buffer_bytes * r.wire_factor;
+    const double sent = r.sent >= 0 ? r.sent : r.buffer_bytes * r.wire_factor;
     if (comm->rank() == 0)
       std::printf("%-40s %12.1f %12.1f %10.2f %12.2f\n", r.what, r.buffer_bytes / 1e6, sent / 1e6,
                   s * 1e3, sent / s / 1e9);

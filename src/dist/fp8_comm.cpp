@@ -1,0 +1,30 @@
+// dist/fp8_comm.cpp: the names of the --fp8-comm choices.
+#include "dist/fp8_comm.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace octet::dist {
+
+const char* fp8_comm_name(Fp8Comm c) {
+  switch (c) {
+    case Fp8Comm::none:
+      return "none";
+    case Fp8Comm::weights:
+      return "weights";
+    case Fp8Comm::weights_and_grads:
+      return "weights+grads";
+  }
+  return "?";
+}
+
+Fp8Comm fp8_comm_from_name(std::string_view name) {
+  for (Fp8Comm c : {Fp8Comm::none, Fp8Comm::weights, Fp8Comm::weights_and_grads}) {
+    if (name == fp8_comm_name(c)) return c;
+  }
+  OCTET_FAIL("train", "--fp8-comm takes none, weights or weights+grads, not '", std::string(name),
+             "'");
+}
+
+}  // namespace octet::dist

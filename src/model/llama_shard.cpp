@@ -1,0 +1,63 @@
+// model/llama_shard.cpp: a model whose fp32 master holds only one shard of the parameters
+// (ZeRO 1): shard_master() and the views data parallelism updates and gathers.
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/llama.h"
+
+namespace octet::model {
+
+void Llama::check_master_whole(const char* what) const {
+  OCTET_CHECK(master_whole(), "model", what, ": the fp32 master holds only parameters [",
+              master_begin_, ", ", master_end_, ") of ", params_count_,
+              " (sharded under ZeRO 1); gather it first (dist::DataParallel::gather_master)");
+}
+
+Tensor Llama::master_shard() const {
+  return Tensor(master_.data(), DType::f32, {master_end_ - master_begin_}, options_.device);
+}
+
+Tensor Llama::working() const {
+  if (!working_.data()) return master_.tensor(DType::f32, {params_count_});
+  OCTET_CHECK(master_only_end_ == master_only_begin_, "model",
+              "working(): under fp8 the block linears have no working copy until shard_master()");
+  return working_.tensor(working_dtype(), {params_count_});
+}
+
+void Llama::shard_master(int64_t begin, int64_t end) {
+  OCTET_CHECK(0 <= begin && begin <= end && end <= params_count_, "model", "shard_master: [", begin,
+              ", ", end, ") is not a range of the ", params_count_, " parameters");
+  const Device device = options_.device;
+  if (!working_.data()) return;  // fp32: the master is the working weights
+  if (master_only_end_ > master_only_begin_) {
+    // fp8: the block linears' working copy (bf16) joins the rest, then they are rebound.
+    Buffer working = Buffer::for_tensor(device, working_dtype(), {params_count_});
+    const size_t before = static_cast<size_t>(master_only_begin_) * 2;
+    const size_t after = static_cast<size_t>(params_count_ - master_only_end_) * 2;
+    auto* w = static_cast<uint16_t*>(working.data());
+    const auto* old = static_cast<const uint16_t*>(working_.data());
+    copy_bytes(w, device, old, device, before);
+    copy_bytes(w + master_only_end_, device, old + master_only_begin_, device, after);
+    const int64_t b = master_only_begin_, e = master_only_end_;
+    working_ = std::move(working);
+    master_only_begin_ = master_only_end_ = 0;
+    OCTET_CHECK(master_begin_ <= b && e <= master_end_, "model",
+                "shard_master under fp8: the block linears are not in the master held");
+    master_to_working(static_cast<const float*>(master_.data()) + (b - master_begin_), b, e);
+    bind_linears();
+  }
+  if (begin == master_begin_ && end == master_end_) return;
+  Buffer master = Buffer::for_tensor(device, DType::f32, {std::max<int64_t>(1, end - begin)});
+  // The values this model holds in [begin, end) are kept.
+  const int64_t b = std::max(begin, master_begin_), e = std::min(end, master_end_);
+  if (e > b) {
+    copy_bytes(static_cast<float*>(master.data()) + (b - begin), device,
+               static_cast<const float*>(master_.data()) + (b - master_begin_), device,
+               static_cast<size_t>(e - b) * 4);
+  }
+  master_ = std::move(master);
+  master_begin_ = begin;
+  master_end_ = end;
+}
+
+}  // namespace octet::model
