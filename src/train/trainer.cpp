@@ -197,25 +197,16 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
     shadow_ = std::make_unique<model::Llama>(mc, bf16);
     OCTET_CHECK(shadow_->parameter_count() == model_->parameter_count(), "guard",
                 "the bf16 twin's parameters differ from the fp8 model's");
-    // Under data parallelism the guard checks and warns; switching every rank's model and
-    // optimizer state to bf16 (fallback, rollback) is single-process for now.
-    GuardConfig guard = config.guard;
-    if (world > 1 && guard.action != GuardAction::warn) {
-      guard.action = GuardAction::warn;
-      if (rank == 0) {
-        std::printf(
-            "guard: under mpirun the guard checks and warns (--guard-action %s is "
-            "single-process for now)\n",
-            guard_action_name(config.guard.action));
-      }
-    }
-    guard_ = std::make_unique<Guard>(guard, resumed && resumed->guard_passed);
+    // Under data parallelism every rank judges the same global losses, so all of them act
+    // alike (Trainer::switch_ranks_to_bf16).
+    guard_ = std::make_unique<Guard>(config.guard, resumed && resumed->guard_passed);
   }
 
   if (config.resume) {
     const std::string step_dir = latest_checkpoint(config.out_dir);
-    const TrainerState s = dp_ ? load_sharded(step_dir)
-                               : load_checkpoint(step_dir, *model_, optimizer_->m(), optimizer_->v());
+    const TrainerState s =
+        dp_ ? load_sharded(step_dir)
+            : load_checkpoint(step_dir, *model_, optimizer_->m(), optimizer_->v());
     // Checkpoints written before the recipe's text form round-tripped say "block/hybrid".
     std::string stored_recipe = s.recipe;
     std::replace(stored_recipe.begin(), stored_recipe.end(), '/', ':');

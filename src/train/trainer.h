@@ -81,6 +81,8 @@ class Trainer {
   void guard_check(StepRecord& r);
   // Continues under bf16: from the current weights and moments, or from a checkpoint.
   void switch_to_bf16(const std::string& checkpoint_dir);
+  // The same on every rank of a data-parallel run, together (trainer_guard_ranks.cpp).
+  void switch_ranks_to_bf16(const std::string& checkpoint_dir);
   // Data parallel: every rank writes its optimizer shard, rank 0 the rest (trainer_shards.cpp).
   void save_sharded(const TrainerState& state);
   // Data parallel: a resume, each rank reading only the ranges it holds of a checkpoint

@@ -62,6 +62,10 @@ void Trainer::guard_check(StepRecord& r) {
 }
 
 void Trainer::switch_to_bf16(const std::string& checkpoint_dir) {
+  if (dp_) {
+    switch_ranks_to_bf16(checkpoint_dir);
+    return;
+  }
   TrainConfig bf16 = config_;
   bf16.precision = nn::Precision::bf16;
   auto optimizer = std::make_unique<Optimizer>(*shadow_, bf16);
