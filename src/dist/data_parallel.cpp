@@ -68,7 +68,7 @@ void DataParallel::on_backward(int64_t layer) {
   const Tensor shard =
       range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, count)}), 0, count);
   if (layer >= 0) {
-    // A layer's matrices: under --fp8-comm weights+grads in FP8 at the layer's own scale.
+    // A layer's matrices: under --fp8-comm grads in FP8 at the layer's own scale.
     const auto [lo, hi] = layer_buckets_[static_cast<size_t>(layer)];
     if (fp8_grads_) {
       fp8_grads_->start_bucket(grads, shard, lo, hi);

@@ -55,7 +55,7 @@ class DataParallel {
   // ...then the clipped AdamW update of the reduced gradients, the weights gathered and
   // synced, and the FP8 scaling state updated from the amax over all ranks.
   void update(int64_t step, double lr, const Tensor& grad_sum_sq);
-  // --fp8-comm weights+grads, the gradient half: from now on reduce_gradients() moves the
+  // --fp8-comm grads: from now on reduce_gradients() moves the
   // block linears' gradients as FP8 codes (the recipe's gradient format) at a shared scale
   // and sums them in fp32 on receipt (GradReduceScatter); the rest stays f32.
   void use_fp8_gradients();
@@ -109,7 +109,7 @@ class DataParallel {
   Buffer grad_shard_;       // ZeRO 1: the reduce-scattered gradients of this rank's shard
   Buffer full_m_, full_v_;  // ZeRO 1: only while a checkpoint is written or read
   Tensor shard_;            // this rank's reduced gradients, from reduce_gradients to update
-  std::unique_ptr<GradReduceScatter> fp8_grads_;  // --fp8-comm weights+grads
+  std::unique_ptr<GradReduceScatter> fp8_grads_;  // --fp8-comm grads
   // ZeRO 2: the buckets, in the order backward completes them: layer l's matrices at
   // [l] (started after layer l), then the rest (embedding, LM head, norms) at the end.
   void on_backward(int64_t layer);

@@ -1,4 +1,4 @@
-// dist/fp8_reduce.h: the gradient reduce-scatter of --fp8-comm weights+grads: the
+// dist/fp8_reduce.h: the gradient reduce-scatter of --fp8-comm grads: the
 // block-linear matrices' gradients travel as FP8 codes at one scale every rank shares,
 // everything else as f32, and every rank sums what it received in fp32, in rank order.
 // defines: GradReduceScatter

@@ -4,7 +4,7 @@
 // the buffer per all-gather or reduce-scatter, twice that per all-reduce) and the achieved
 // bandwidth, with the weights all-gathered in f32 (ZeRO 1 under fp32), bf16 (ZeRO 1 under
 // bf16 and fp8) and FP8 (--fp8-comm weights); the gradients reduce-scattered in f32, with
-// the block linears' in FP8 (--fp8-comm weights+grads: an exchange of codes summed in fp32,
+// the block linears' in FP8 (--fp8-comm grads: an exchange of codes summed in fp32,
 // dist/fp8_reduce.h), and in per-layer buckets started one after the other as ZeRO 2's
 // backward does.
 #include <algorithm>
