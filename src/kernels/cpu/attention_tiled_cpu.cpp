@@ -18,25 +18,16 @@
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/isa.h"
 
-#if defined(OCTET_HAVE_SLEEF) && defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "kernels/cpu/vector_math.h"
+
+#if defined(OCTET_CPU_VECTOR_EXP)
 #define OCTET_TILED_ATTENTION 1
-// GCC 12 warns that the undefined vectors its AVX-512 reductions start from are uninitialised.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// sleef.h declares its AVX-512 functions only where the whole file is compiled for AVX-512;
-// this file turns AVX-512 on per function, so it declares the one it calls.
-extern "C" __attribute__((target("avx512f"))) __m512 Sleef_expf16_u10avx512f(__m512);
 #endif
 
 namespace octet::kernels::cpu::attn {
 
 #if defined(OCTET_TILED_ATTENTION)
 namespace {
-
-#define OCTET_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2")))
 
 constexpr int64_t T = kTile;  // rows and keys per tile (two vectors of 16 lanes)
 static_assert(T == 32, "the score kernels hold a tile row in two vectors");
@@ -110,10 +101,6 @@ OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi,
       for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(ci + 16 * k, m[k], acc[k]);
     }
   }
-}
-
-OCTET_AVX512 __m512 exp16(__m512 x) {
-  return Sleef_expf16_u10avx512f(x);
 }
 
 // Per-thread pieces of the workspace.
@@ -277,8 +264,6 @@ OCTET_AVX512 void backward_tiles(const A* dout, const A* qkv, const A* out, cons
     }
   }
 }
-
-#undef OCTET_AVX512
 
 }  // namespace
 
