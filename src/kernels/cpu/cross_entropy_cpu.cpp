@@ -43,17 +43,6 @@ void rows_loss(const A* logits, const int32_t* targets, float* losses, A* dlogit
 }
 
 #if defined(OCTET_CPU_VECTOR_EXP)
-// 16 logits from x as f32; lanes at or past n read as -inf (they add exp(-inf) = 0).
-OCTET_AVX512 inline __m512 load16(const float* x, int64_t n) {
-  const __mmask16 m = n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-  return _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x);
-}
-OCTET_AVX512 inline __m512 load16(const uint16_t* x, int64_t n) {
-  const __mmask16 m = n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1);
-  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x)), 16);
-  return _mm512_mask_blend_ps(m, _mm512_set1_ps(-INFINITY), _mm512_castsi512_ps(bits));
-}
-
 template <typename A>
 OCTET_AVX512 void rows_loss_avx512(const A* logits, const int32_t* targets, float* losses,
                                    A* dlogits, int64_t rows, int64_t vocab, float grad_scale) {
@@ -61,11 +50,12 @@ OCTET_AVX512 void rows_loss_avx512(const A* logits, const int32_t* targets, floa
   for (int64_t t = 0; t < rows; ++t) {
     const A* x = logits + t * vocab;
     __m512 mv = _mm512_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < vocab; j += 16) mv = _mm512_max_ps(mv, load16(x + j, vocab - j));
+    for (int64_t j = 0; j < vocab; j += 16)
+      mv = _mm512_max_ps(mv, load16(x + j, vocab - j, -INFINITY));
     const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < vocab; j += 16)
-      sum = _mm512_add_ps(sum, exp16(_mm512_sub_ps(load16(x + j, vocab - j), m)));
+      sum = _mm512_add_ps(sum, exp16(_mm512_sub_ps(load16(x + j, vocab - j, -INFINITY), m)));
     const float lse = _mm512_cvtss_f32(m) + std::log(_mm512_reduce_add_ps(sum));
     const int32_t target = targets[t];
     losses[t] = lse - to_f32(x[target]);
@@ -76,7 +66,7 @@ OCTET_AVX512 void rows_loss_avx512(const A* logits, const int32_t* targets, floa
     for (int64_t j = 0; j < vocab; j += 16) {
       const int64_t n = std::min<int64_t>(16, vocab - j);
       float out[16];
-      _mm512_storeu_ps(out, exp16(_mm512_sub_ps(load16(x + j, n), l)));
+      _mm512_storeu_ps(out, exp16(_mm512_sub_ps(load16(x + j, n, -INFINITY), l)));
       for (int64_t k = 0; k < n; ++k)
         out[k] = (j + k == target ? out[k] - 1.0f : out[k]) * grad_scale;
       for (int64_t k = 0; k < n; ++k) d[j + k] = from_f32<A>(out[k]);
