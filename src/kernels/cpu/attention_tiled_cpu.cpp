@@ -80,43 +80,26 @@ OCTET_AVX512 __mmask16 causal(int64_t j, int64_t i) {
   return static_cast<__mmask16>((uint32_t{1} << n) - 1);
 }
 
-// Rows i0 .. i0 + R of accumulate below, columns c0 .. c0 + 64 (mask m).
-template <int R>
-OCTET_AVX512 inline void accumulate_rows(float* c, int64_t i0, const float* w, int64_t wi,
-                                         int64_t wt, const float* x, int64_t n, int64_t hd,
-                                         int64_t c0, const __mmask16* m) {
-  __m512 acc[R][4];
-  for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < 4; ++k)
-      acc[r][k] = _mm512_maskz_loadu_ps(m[k], c + (i0 + r) * hd + c0 + 16 * k);
-  }
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xt = x + t * hd + c0;
-    __m512 xv[4];
-    for (int k = 0; k < 4; ++k) xv[k] = _mm512_maskz_loadu_ps(m[k], xt + 16 * k);
-    for (int r = 0; r < R; ++r) {
-      const __m512 s = _mm512_set1_ps(w[(i0 + r) * wi + t * wt]);
-      for (int k = 0; k < 4; ++k) acc[r][k] = _mm512_fmadd_ps(s, xv[k], acc[r][k]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int k = 0; k < 4; ++k)
-      _mm512_mask_storeu_ps(c + (i0 + r) * hd + c0 + 16 * k, m[k], acc[r][k]);
-  }
-}
-
 // c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
-// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats. Two
-// rows at a time share the loads of x.
+// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
 OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
                              const float* x, int64_t n, int64_t hd) {
   for (int64_t c0 = 0; c0 < hd; c0 += 64) {
     const int64_t lanes = std::min<int64_t>(64, hd - c0);
     __mmask16 m[4];
     for (int k = 0; k < 4; ++k) m[k] = causal(k * 16, lanes - 1);
-    int64_t i = 0;
-    for (; i + 2 <= rows; i += 2) accumulate_rows<2>(c, i, w, wi, wt, x, n, hd, c0, m);
-    if (i < rows) accumulate_rows<1>(c, i, w, wi, wt, x, n, hd, c0, m);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* ci = c + i * hd + c0;
+      __m512 acc[4];
+      for (int k = 0; k < 4; ++k) acc[k] = _mm512_maskz_loadu_ps(m[k], ci + 16 * k);
+      for (int64_t t = 0; t < n; ++t) {
+        const __m512 s = _mm512_set1_ps(w[i * wi + t * wt]);
+        const float* xt = x + t * hd + c0;
+        for (int k = 0; k < 4; ++k)
+          acc[k] = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m[k], xt + 16 * k), acc[k]);
+      }
+      for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(ci + 16 * k, m[k], acc[k]);
+    }
   }
 }
 
