@@ -113,61 +113,68 @@ struct Work {
   }
 };
 
+// One forward task: query tile t (counted from the last) of one (sequence, q head), in the
+// thread's workspace slice `base`. (The OpenMP loops live in functions without the AVX-512
+// target, and call these per task: clang outlines a parallel region without its function's
+// target features.)
 template <typename A>
-OCTET_AVX512 void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L,
-                                const Slices& ws) {
+OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L, float* base,
+                               int64_t task) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
-  const int64_t tasks = L.d.batch * H * tiles;
+  float *q = base, *kt = q + T * hd, *v = kt + T * hd, *acc = v + T * hd;
+  float* scores = acc + T * hd;  // T rows of s_pad
+  float* stat = scores + T * s_pad;
+  const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
+  const int64_t b = bh / H, h = bh % H, g = h / L.group;
+  const int64_t i0 = t * T, rows = std::min(T, S - i0);
+  load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
+  for (int64_t j0 = 0; j0 <= i0; j0 += T) {
+    load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
+    tile_scores(q, kt, hd, L.scale, scores + j0, s_pad);
+  }
+  // Row i: m = max_{j <= i} s_ij, p_ij = exp(s_ij - m) (0 for j > i), l = sum_j p_ij.
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    float* s = scores + r * s_pad;
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j <= i; j += 16)
+      mv = _mm512_mask_max_ps(mv, causal(j, i), mv, _mm512_loadu_ps(s + j));
+    const float m = _mm512_reduce_max_ps(mv);
+    const __m512 mb = _mm512_set1_ps(m);
+    __m512 lv = _mm512_setzero_ps();
+    for (int64_t j = 0; j < i0 + T; j += 16) {
+      const __m512 p =
+          _mm512_maskz_mov_ps(causal(j, i), exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), mb)));
+      _mm512_storeu_ps(s + j, p);
+      lv = _mm512_add_ps(lv, p);
+    }
+    stat[r] = m;
+    stat[T + r] = _mm512_reduce_add_ps(lv);
+  }
+  std::fill(acc, acc + T * hd, 0.0f);
+  for (int64_t j0 = 0; j0 <= i0; j0 += T) {
+    const int64_t n = std::min(T, S - j0);
+    load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
+    accumulate(acc, rows, scores + j0, s_pad, 1, v, n, hd);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float l = stat[T + r];
+    A* o = out + L.o(b, i0 + r, h);
+    for (int64_t c = 0; c < hd; ++c) o[c] = from_f32<A>(acc[r * hd + c] / l);
+    lse[L.stat(b, h, i0 + r)] = stat[r] + std::log(l);
+  }
+}
+
+template <typename A>
+void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slices& ws) {
+  const int64_t tasks = L.d.batch * L.d.n_heads * ((L.d.seq_len + T - 1) / T);
 #pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
   {
     float* base = ws.of(omp_get_thread_num());
-    float *q = base, *kt = q + T * hd, *v = kt + T * hd, *acc = v + T * hd;
-    float* scores = acc + T * hd;  // T rows of s_pad
-    float* stat = scores + T * s_pad;
     // Longest tiles (the last query rows) first: less waiting at the end.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
-      const int64_t b = bh / H, h = bh % H, g = h / L.group;
-      const int64_t i0 = t * T, rows = std::min(T, S - i0);
-      load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
-      for (int64_t j0 = 0; j0 <= i0; j0 += T) {
-        load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
-        tile_scores(q, kt, hd, L.scale, scores + j0, s_pad);
-      }
-      // Row i: m = max_{j <= i} s_ij, p_ij = exp(s_ij - m) (0 for j > i), l = sum_j p_ij.
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r;
-        float* s = scores + r * s_pad;
-        __m512 mv = _mm512_set1_ps(-INFINITY);
-        for (int64_t j = 0; j <= i; j += 16)
-          mv = _mm512_mask_max_ps(mv, causal(j, i), mv, _mm512_loadu_ps(s + j));
-        const float m = _mm512_reduce_max_ps(mv);
-        const __m512 mb = _mm512_set1_ps(m);
-        __m512 lv = _mm512_setzero_ps();
-        for (int64_t j = 0; j < i0 + T; j += 16) {
-          const __m512 p =
-              _mm512_maskz_mov_ps(causal(j, i), exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), mb)));
-          _mm512_storeu_ps(s + j, p);
-          lv = _mm512_add_ps(lv, p);
-        }
-        stat[r] = m;
-        stat[T + r] = _mm512_reduce_add_ps(lv);
-      }
-      std::fill(acc, acc + T * hd, 0.0f);
-      for (int64_t j0 = 0; j0 <= i0; j0 += T) {
-        const int64_t n = std::min(T, S - j0);
-        load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
-        accumulate(acc, rows, scores + j0, s_pad, 1, v, n, hd);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        const float l = stat[T + r];
-        A* o = out + L.o(b, i0 + r, h);
-        for (int64_t c = 0; c < hd; ++c) o[c] = from_f32<A>(acc[r * hd + c] / l);
-        lse[L.stat(b, h, i0 + r)] = stat[r] + std::log(l);
-      }
-    }
+    for (int64_t task = 0; task < tasks; ++task) forward_task(qkv, out, lse, L, base, task);
   }
 }
 
@@ -205,63 +212,77 @@ OCTET_AVX512 void load_queries(const Work& w, const A* dout, const A* qkv, const
   }
 }
 
+// dq of query tile t (counted from the last) of one (sequence, q head): its key blocks in
+// increasing order.
 template <typename A>
-OCTET_AVX512 void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse,
-                                 A* dqkv, const Layout& L, const Slices& ws) {
-  const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads, Hkv = L.d.n_kv_heads;
+OCTET_AVX512 void dq_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                          const Layout& L, const Work& w, int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T;
+  const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
+  const int64_t b = bh / H, h = bh % H, g = h / L.group;
+  const int64_t i0 = t * T, rows = std::min(T, S - i0);
+  load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
+  std::fill(w.acc, w.acc + T * hd, 0.0f);
+  for (int64_t j0 = 0; j0 <= i0; j0 += T) {
+    const int64_t n = std::min(T, S - j0);
+    load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
+    load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
+    load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+    probabilities(w, i0, j0, hd, L.scale);
+    accumulate(w.acc, rows, w.ds, T, 1, w.k, n, hd);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    A* dst = dqkv + L.q(b, i0 + r, h);
+    for (int64_t c = 0; c < hd; ++c) dst[c] = from_f32<A>(w.acc[r * hd + c] * L.scale);
+  }
+}
+
+// dk and dv of one block of keys of one kv head: over its q heads in increasing order, then
+// the query tiles from the block's own onwards.
+template <typename A>
+OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                           const Layout& L, const Work& w, int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
+  const int64_t tiles = (S + T - 1) / T;
+  const int64_t t = task % tiles, b = task / tiles / Hkv, g = task / tiles % Hkv;
+  const int64_t j0 = t * T, n = std::min(T, S - j0);
+  load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
+  load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+  std::fill(w.acc, w.acc + T * hd, 0.0f);
+  std::fill(w.acc2, w.acc2 + T * hd, 0.0f);
+  for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
+    for (int64_t i0 = j0; i0 < S; i0 += T) {
+      const int64_t rows = std::min(T, S - i0);
+      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
+      probabilities(w, i0, j0, hd, L.scale);
+      accumulate(w.acc, n, w.ds, 1, T, w.q, rows, hd);
+      accumulate(w.acc2, n, w.p, 1, T, w.go, rows, hd);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    A* dk = dqkv + L.k(b, j0 + j, g);
+    A* dv = dqkv + L.v(b, j0 + j, g);
+    for (int64_t c = 0; c < hd; ++c) {
+      dk[c] = from_f32<A>(w.acc[j * hd + c] * L.scale);
+      dv[c] = from_f32<A>(w.acc2[j * hd + c]);
+    }
+  }
+}
+
+template <typename A>
+void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                    const Layout& L, const Slices& ws) {
+  const int64_t tiles = (L.d.seq_len + T - 1) / T;
+  const int64_t q_tasks = L.d.batch * L.d.n_heads * tiles;
+  const int64_t kv_tasks = L.d.batch * L.d.n_kv_heads * tiles;
 #pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
   {
-    const Work w(ws.of(omp_get_thread_num()), hd);
-    // dq: one query tile per task, its key blocks in increasing order.
+    const Work w(ws.of(omp_get_thread_num()), L.d.head_dim);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < L.d.batch * H * tiles; ++task) {
-      const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
-      const int64_t b = bh / H, h = bh % H, g = h / L.group;
-      const int64_t i0 = t * T, rows = std::min(T, S - i0);
-      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
-      std::fill(w.acc, w.acc + T * hd, 0.0f);
-      for (int64_t j0 = 0; j0 <= i0; j0 += T) {
-        const int64_t n = std::min(T, S - j0);
-        load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
-        load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-        load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
-        probabilities(w, i0, j0, hd, L.scale);
-        accumulate(w.acc, rows, w.ds, T, 1, w.k, n, hd);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        A* dst = dqkv + L.q(b, i0 + r, h);
-        for (int64_t c = 0; c < hd; ++c) dst[c] = from_f32<A>(w.acc[r * hd + c] * L.scale);
-      }
-    }
-    // dk, dv: one block of keys of one kv head per task, over its q heads in increasing
-    // order, then the query tiles from the block's own onwards.
+    for (int64_t task = 0; task < q_tasks; ++task) dq_task(dout, qkv, out, lse, dqkv, L, w, task);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < L.d.batch * Hkv * tiles; ++task) {
-      const int64_t t = task % tiles, b = task / tiles / Hkv, g = task / tiles % Hkv;
-      const int64_t j0 = t * T, n = std::min(T, S - j0);
-      load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-      load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
-      std::fill(w.acc, w.acc + T * hd, 0.0f);
-      std::fill(w.acc2, w.acc2 + T * hd, 0.0f);
-      for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
-        for (int64_t i0 = j0; i0 < S; i0 += T) {
-          const int64_t rows = std::min(T, S - i0);
-          load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
-          probabilities(w, i0, j0, hd, L.scale);
-          accumulate(w.acc, n, w.ds, 1, T, w.q, rows, hd);
-          accumulate(w.acc2, n, w.p, 1, T, w.go, rows, hd);
-        }
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        A* dk = dqkv + L.k(b, j0 + j, g);
-        A* dv = dqkv + L.v(b, j0 + j, g);
-        for (int64_t c = 0; c < hd; ++c) {
-          dk[c] = from_f32<A>(w.acc[j * hd + c] * L.scale);
-          dv[c] = from_f32<A>(w.acc2[j * hd + c]);
-        }
-      }
-    }
+    for (int64_t task = 0; task < kv_tasks; ++task) dkv_task(dout, qkv, out, lse, dqkv, L, w, task);
   }
 }
 

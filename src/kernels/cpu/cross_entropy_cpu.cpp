@@ -43,35 +43,40 @@ void rows_loss(const A* logits, const int32_t* targets, float* losses, A* dlogit
 }
 
 #if defined(OCTET_CPU_VECTOR_EXP)
+// One row (the OpenMP loop is in rows_loss_avx512, without the AVX-512 target: clang
+// outlines a parallel region without its function's target features).
 template <typename A>
-OCTET_AVX512 void rows_loss_avx512(const A* logits, const int32_t* targets, float* losses,
-                                   A* dlogits, int64_t rows, int64_t vocab, float grad_scale) {
-#pragma omp parallel for schedule(static) if (rows * vocab > kParallelElements)
-  for (int64_t t = 0; t < rows; ++t) {
-    const A* x = logits + t * vocab;
-    __m512 mv = _mm512_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < vocab; j += 16)
-      mv = _mm512_max_ps(mv, load16(x + j, vocab - j, -INFINITY));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < vocab; j += 16)
-      sum = _mm512_add_ps(sum, exp16(_mm512_sub_ps(load16(x + j, vocab - j, -INFINITY), m)));
-    const float lse = _mm512_cvtss_f32(m) + std::log(_mm512_reduce_add_ps(sum));
-    const int32_t target = targets[t];
-    losses[t] = lse - to_f32(x[target]);
-    if (dlogits == nullptr) continue;
-    // x[j] is read before d[j] is written: dlogits may be logits.
-    A* d = dlogits + t * vocab;
-    const __m512 l = _mm512_set1_ps(lse);
-    for (int64_t j = 0; j < vocab; j += 16) {
-      const int64_t n = std::min<int64_t>(16, vocab - j);
-      float out[16];
-      _mm512_storeu_ps(out, exp16(_mm512_sub_ps(load16(x + j, n, -INFINITY), l)));
-      for (int64_t k = 0; k < n; ++k)
-        out[k] = (j + k == target ? out[k] - 1.0f : out[k]) * grad_scale;
-      for (int64_t k = 0; k < n; ++k) d[j + k] = from_f32<A>(out[k]);
-    }
+OCTET_AVX512 void row_loss_avx512(const A* x, int32_t target, float* loss, A* d, int64_t vocab,
+                                  float grad_scale) {
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < vocab; j += 16)
+    mv = _mm512_max_ps(mv, load16(x + j, vocab - j, -INFINITY));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < vocab; j += 16)
+    sum = _mm512_add_ps(sum, exp16(_mm512_sub_ps(load16(x + j, vocab - j, -INFINITY), m)));
+  const float lse = _mm512_cvtss_f32(m) + std::log(_mm512_reduce_add_ps(sum));
+  *loss = lse - to_f32(x[target]);
+  if (d == nullptr) return;
+  // x[j] is read before d[j] is written: dlogits may be logits.
+  const __m512 l = _mm512_set1_ps(lse);
+  for (int64_t j = 0; j < vocab; j += 16) {
+    const int64_t n = std::min<int64_t>(16, vocab - j);
+    float out[16];
+    _mm512_storeu_ps(out, exp16(_mm512_sub_ps(load16(x + j, n, -INFINITY), l)));
+    for (int64_t k = 0; k < n; ++k)
+      out[k] = (j + k == target ? out[k] - 1.0f : out[k]) * grad_scale;
+    for (int64_t k = 0; k < n; ++k) d[j + k] = from_f32<A>(out[k]);
   }
+}
+
+template <typename A>
+void rows_loss_avx512(const A* logits, const int32_t* targets, float* losses, A* dlogits,
+                      int64_t rows, int64_t vocab, float grad_scale) {
+#pragma omp parallel for schedule(static) if (rows * vocab > kParallelElements)
+  for (int64_t t = 0; t < rows; ++t)
+    row_loss_avx512(logits + t * vocab, targets[t], losses + t,
+                    dlogits == nullptr ? nullptr : dlogits + t * vocab, vocab, grad_scale);
 }
 #endif
 

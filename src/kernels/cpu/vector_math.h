@@ -16,6 +16,7 @@
 // from are uninitialised, in every file that uses them.
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 // The target of the functions that use AVX-512 (the machine is checked at run time).
 #define OCTET_AVX512 \
