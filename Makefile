@@ -6,9 +6,12 @@ CUDASIM_TSAN_BUILD ?= build-cudasim-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 600
 CMAKE_FLAGS ?=
+CPU_BUILD ?= build-cpu
+BENCH_VENV ?= .bench-venv
+BENCH_SEQS ?= 256
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build test test-sanitize test-cudasim test-cudasim-tsan fuzz fuzz-check demo bench format clean
+.PHONY: all setup build test test-sanitize test-cudasim test-cudasim-tsan fuzz fuzz-check demo bench bench-step format clean
 
 all: build
 
@@ -63,6 +66,16 @@ demo: build
 # The CPU GEMM and conversion benchmarks (numbers in docs/perf/cpu.md).
 bench: build
 	$(BUILD)/octet bench gemm --device cpu
+
+# octet's CPU step beside Hugging Face's (docs/perf/cpu-step.md): a CPU-only build and a venv
+# with torch and transformers of its own (BENCH_VENV, not the tests' .venv).
+bench-step: setup
+	cmake -S . -B $(CPU_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DOCTET_CUDA=OFF
+	cmake --build $(CPU_BUILD) -j $(JOBS) --target octet
+	test -x $(BENCH_VENV)/bin/python || python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -c 'import torch, transformers' 2>/dev/null || \
+	  $(BENCH_VENV)/bin/pip install torch transformers
+	bench/cpu_step.sh $(CPU_BUILD)/octet $(BENCH_VENV)/bin/python $(BENCH_SEQS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')

@@ -6,10 +6,14 @@ It writes the model's config.json once (`octet bench step --print-hf-config`), t
 it (`octet bench step ... --json`) and, for each batch x seq, the Hugging Face
 LlamaForCausalLM built from the same file (bench/hf_step.py, in --python), then prints
 tokens/s, step time, TFLOP/s, MFU and peak memory of each, the ratios, and the targets of
-the FP8 work (fp8 >= 1.3x bf16, bf16 MFU >= 45%, ours bf16 >= 1.3x HF, fp8 peak <= bf16 peak).
+the FP8 work (fp8 >= 1.3x bf16, bf16 MFU >= 45%, ours bf16 >= 1.3x HF, fp8 peak <= bf16 peak);
+with --device cpu the CPU ones instead (ours bf16 >= 1.5x HF, fp8 step <= 1.1x bf16's, and with
+--gemm the bf16 model FLOP rate >= 50% of `octet bench gemm`'s bf16 rate, timed in the same run).
 
   python bench/step_compare.py --octet build/octet --model 1b --batch 8 --seq 2048
   python bench/step_compare.py --octet build/octet --model 7b --layers 8 --batch 4 --seq 4096
+  python bench/step_compare.py --octet build-cpu/octet --device cpu --hf-weights amp --gemm \
+      --model small --batch 4 --seq 512       # the CPU comparison (make bench-step runs it)
 """
 import argparse
 import json
@@ -20,6 +24,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGETS = {"fp8_speedup": 1.3, "bf16_mfu": 0.45, "ours_vs_hf": 1.3}
+# On the CPU (issue 14): octet bf16 >= 1.5x HF's tokens/s, fp8's step <= 1.1x bf16's, and the
+# bf16 step's model FLOP rate >= 50% of the bf16 GEMM rate of `octet bench gemm` (--gemm).
+CPU_TARGETS = {"fp8_step_ratio": 1.1, "flops_vs_gemm": 0.5, "ours_vs_hf": 1.5}
 
 
 def ints(text):
@@ -53,12 +60,28 @@ def row(name, r, bf16=None, hf=None):
             f"{r['model_tflops']:>9.4g} {mfu:>6} {peak:>8} {ratio(bf16):>9} {ratio(hf):>9}")
 
 
-def checks(bf16, fp8s, hf):
+def checks(bf16, fp8s, hf, device="cuda", gemm_gflops=None):
     """The done-when targets that these records can decide: (description, passed) pairs."""
     def ok(r):
         return r is not None and not r.get("error") and not r.get("skipped")
 
     out = []
+    if ok(bf16) and device == "cpu":
+        if gemm_gflops:
+            f = bf16["model_tflops"] * 1e3 / gemm_gflops
+            out.append((f"bf16 model FLOP rate {bf16['model_tflops'] * 1e3:.1f} GFLOP/s = "
+                        f"{100 * f:.0f}% of the bf16 GEMM's {gemm_gflops:.0f} >= "
+                        f"{100 * CPU_TARGETS['flops_vs_gemm']:.0f}%",
+                        f >= CPU_TARGETS["flops_vs_gemm"]))
+        for fp8 in filter(ok, fp8s):
+            s = fp8["step_seconds"] / bf16["step_seconds"]
+            out.append((f"fp8 {fp8['recipe']} step {s:.2f}x bf16's <= "
+                        f"{CPU_TARGETS['fp8_step_ratio']}x", s <= CPU_TARGETS["fp8_step_ratio"]))
+        if ok(hf):
+            s = bf16["tokens_per_s"] / hf["tokens_per_s"]
+            out.append((f"ours bf16 {s:.2f}x HF ({hf['weights']} weights) >= "
+                        f"{CPU_TARGETS['ours_vs_hf']}x", s >= CPU_TARGETS["ours_vs_hf"]))
+        return out
     if ok(bf16):
         if bf16.get("mfu") is not None:
             out.append((f"bf16 MFU {100 * bf16['mfu']:.1f}% >= {100 * TARGETS['bf16_mfu']:.0f}%",
@@ -76,6 +99,25 @@ def checks(bf16, fp8s, hf):
                         f"{TARGETS['ours_vs_hf']}x",
                         s >= TARGETS["ours_vs_hf"]))
     return out
+
+
+def gemm_bf16_gflops(octet):
+    """The best bf16 GFLOP/s of `octet bench gemm --device cpu` at 1024 and 2048 (this run)."""
+    with tempfile.TemporaryDirectory(prefix="octet-step-compare-gemm-") as tmp:
+        path = os.path.join(tmp, "gemm.jsonl")
+        subprocess.run([octet, "bench", "gemm", "--device", "cpu", "--sizes", "1024,2048",
+                        "--json", path], stdout=subprocess.DEVNULL, check=True)
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    rates = [r["gflops"] for r in rows if r.get("dtype") == "bf16" and r.get("mode") == "none"]
+    return max(rates) if rates else None
+
+
+def load_average():
+    try:
+        return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
 
 
 def main(argv=None):
@@ -96,7 +138,12 @@ def main(argv=None):
     p.add_argument("--no-hf", action="store_true", help="octet only")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--gemm", action="store_true",
+                   help="cpu: also time `octet bench gemm` (bf16, 1024 and 2048) in this run, for "
+                        "the FLOP-rate target")
     args = p.parse_args(argv)
+    load_before = load_average()
+    gemm_gflops = gemm_bf16_gflops(args.octet) if args.gemm and args.device == "cpu" else None
 
     common = ["--model", args.model] + (["--layers", str(args.layers)] if args.layers else [])
     if args.seq:
@@ -136,7 +183,7 @@ def main(argv=None):
             bf16 = next((r for r in mine if r["precision"] == "bf16"), None)
             fp8s = [r for r in mine if r["precision"] == "fp8"]
             h = hf[batch, seq]
-            found = checks(bf16, fp8s, h)
+            found = checks(bf16, fp8s, h, args.device, gemm_gflops)
             all_checks += found
             results.append({"batch": batch, "seq": seq, "octet_bf16": bf16, "octet_fp8": fp8s,
                             "hf_bf16": h, "checks": [{"check": c, "passed": ok}
@@ -161,9 +208,15 @@ def main(argv=None):
                 print(f"  {'met' if ok else 'MISSED'}: {c}")
     if args.json:
         print(json.dumps({"bench": "step_compare", "model": label, "config": config,
-                          "device": args.device, "results": results}, indent=2))
+                          "device": args.device, "gemm_bf16_gflops": gemm_gflops,
+                          "load_before": load_before, "load_after": load_average(),
+                          "results": results}, indent=2))
     else:
         print("\nvs bf16 / vs HF: tokens/s over octet bf16's / over HF's at the same batch x seq")
+        if gemm_gflops:
+            print(f"octet bench gemm, bf16, this run: {gemm_gflops:.1f} GFLOP/s")
+        print(f"machine: {load_before} before, {load_average()} after (other work on the "
+              f"machine slows both sides; compare only numbers of one run)")
     if code != 0:
         print(f"step_compare: octet bench step exited {code} (a run failed; see above)",
               file=sys.stderr)

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build git pkg-config libgtest-dev libboost-context-dev
-          libdnnl-dev libopenblas-dev libsentencepiece-dev nlohmann-json3-dev libcli11-dev openmpi-bin
+          libdnnl-dev libopenblas-dev libsleef-dev libsentencepiece-dev nlohmann-json3-dev libcli11-dev openmpi-bin
           libopenmpi-dev python3
           python3-venv python3-pip chromium clang libclang-rt-14-dev libomp-14-dev)
 missing=()

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -259,33 +260,62 @@ AttnInputs inputs(const AttnCase& c, DType dtype, testing::Rng& rng) {
 
 class AttentionOnDevice : public ::testing::TestWithParam<Device> {};
 
+// The CPU kernels exist twice, chosen by the instruction set (OCTET_CPU_ISA caps it): the
+// tiled AVX-512 + SLEEF kernels (tiles of 32 query rows and 32 keys) and the scalar ones.
+// Both evaluate the same formulas in fp32 (sums in other orders, exp within 1 ulp as
+// libm's), so the same bounds hold for both. S=100 at head_dim 64 spans four tiles with a
+// partial last one.
+const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}};
+
+// Runs `body` once per CPU instruction-set level (the machine's best last), or once on CUDA.
+template <typename Body>
+void for_each_isa(Device device, Body body) {
+  if (device.is_cuda()) return body();
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  for (const char* isa : {"baseline", "avx512"}) {
+    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
+    setenv("OCTET_CPU_ISA", isa, 1);
+    body();
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
+}
+
 TEST_P(AttentionOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   std::vector<AttnCase> cases(std::begin(kCases), std::end(kCases));
   if (device.is_cuda()) cases.insert(cases.end(), std::begin(kCudaCases), std::end(kCudaCases));
-  for (const AttnCase& c : cases) {
-    for (DType dtype : {DType::f32, DType::bf16}) {
-      const Path path = path_of(device, dtype, c);
-      const std::string what =
-          c.name() + " " + dtype_name(dtype) + (path == Path::flash ? " (tensor cores)" : "");
-      const AttnInputs in = inputs(c, dtype, rng);
-      // The workspace at an odd address: the CPU kernel aligns inside it.
-      const AttnRun got = run(device, c, dtype, in.qkv, in.dout, 0, 1);
-      const AttnReference ref = reference(c, in.qkv, in.dout, dtype, path);
-      testing::expect_within(got.out, ref.out, what + " out");
-      testing::expect_within(got.lse, ref.lse, what + " lse");
-      testing::expect_within(got.dqkv, ref.dqkv, what + " dqkv");
-      if (device.is_cpu()) continue;
-      // The CPU kernel is within its own (fp32) bounds, which the flash bounds contain
-      // term by term, so the devices differ by at most twice the bounds used here.
-      const AttnRun cpu = run(Device::cpu(), c, dtype, in.qkv, in.dout, 0);
-      expect_agree(got.out, cpu.out, ref.out, what + " out vs cpu");
-      expect_agree(got.lse, cpu.lse, ref.lse, what + " lse vs cpu");
-      expect_agree(got.dqkv, cpu.dqkv, ref.dqkv, what + " dqkv vs cpu");
+  if (device.is_cpu())
+    cases.insert(cases.end(), std::begin(kCpuTileCases), std::end(kCpuTileCases));
+  for_each_isa(device, [&] {
+    for (const AttnCase& c : cases) {
+      for (DType dtype : {DType::f32, DType::bf16}) {
+        const Path path = path_of(device, dtype, c);
+        const std::string what =
+            c.name() + " " + dtype_name(dtype) + (path == Path::flash ? " (tensor cores)" : "");
+        const AttnInputs in = inputs(c, dtype, rng);
+        // The workspace at an odd address: the CPU kernel aligns inside it.
+        const AttnRun got = run(device, c, dtype, in.qkv, in.dout, 0, 1);
+        const AttnReference ref = reference(c, in.qkv, in.dout, dtype, path);
+        testing::expect_within(got.out, ref.out, what + " out");
+        testing::expect_within(got.lse, ref.lse, what + " lse");
+        testing::expect_within(got.dqkv, ref.dqkv, what + " dqkv");
+        if (device.is_cpu()) continue;
+        // The CPU kernel is within its own (fp32) bounds, which the flash bounds contain
+        // term by term, so the devices differ by at most twice the bounds used here.
+        const AttnRun cpu = run(Device::cpu(), c, dtype, in.qkv, in.dout, 0);
+        expect_agree(got.out, cpu.out, ref.out, what + " out vs cpu");
+        expect_agree(got.lse, cpu.lse, ref.lse, what + " lse vs cpu");
+        expect_agree(got.dqkv, cpu.dqkv, ref.dqkv, what + " dqkv vs cpu");
+      }
     }
-  }
+  });
 }
 
 // bf16 at the tensor-core head dims once on the flash kernels (aligned tensors) and once
@@ -363,17 +393,19 @@ TEST_P(AttentionOnDevice, ResultsAreTheSameBitsForAnyThreadCount) {
 #endif
   const int saved = omp_get_max_threads();
   omp_set_num_threads(4);
-  for (const AttnCase& c : cases) {
-    for (DType dtype : {DType::f32, DType::bf16}) {
-      const AttnInputs in = inputs(c, dtype, rng);
-      // A workspace with room for one thread makes the CPU kernels run on one.
-      const AttnRun one = run(device, c, dtype, in.qkv, in.dout, 1);
-      const AttnRun four = run(device, c, dtype, in.qkv, in.dout, 4);
-      EXPECT_EQ(one.out, four.out) << c.name() << " " << dtype_name(dtype);
-      EXPECT_EQ(one.lse, four.lse) << c.name() << " " << dtype_name(dtype);
-      EXPECT_EQ(one.dqkv, four.dqkv) << c.name() << " " << dtype_name(dtype);
+  for_each_isa(device, [&] {
+    for (const AttnCase& c : cases) {
+      for (DType dtype : {DType::f32, DType::bf16}) {
+        const AttnInputs in = inputs(c, dtype, rng);
+        // A workspace with room for one thread makes the CPU kernels run on one.
+        const AttnRun one = run(device, c, dtype, in.qkv, in.dout, 1);
+        const AttnRun four = run(device, c, dtype, in.qkv, in.dout, 4);
+        EXPECT_EQ(one.out, four.out) << c.name() << " " << dtype_name(dtype);
+        EXPECT_EQ(one.lse, four.lse) << c.name() << " " << dtype_name(dtype);
+        EXPECT_EQ(one.dqkv, four.dqkv) << c.name() << " " << dtype_name(dtype);
+      }
     }
-  }
+  });
   omp_set_num_threads(saved);
 }
 

@@ -155,5 +155,8 @@ def test_step_compare_puts_ours_and_hf_in_one_record():
     assert result["batch"] == 2 and result["seq"] == 32
     assert result["octet_bf16"]["tokens_per_s"] > 0
     assert [r["recipe"] for r in result["octet_fp8"]] == ["tensor-current"]
+    # On the CPU the CPU targets are checked: fp8's step time against bf16's.
+    assert any(c["check"].startswith("fp8 tensor-current step") for c in result["checks"])
+    assert doc["load_before"].startswith("load average")
     hf = result["hf_bf16"]
     assert hf.get("skipped") or hf["tokens_per_s"] > 0

@@ -1,8 +1,10 @@
-// kernels/cpu/attention_cpu.cpp: causal GQA attention on the CPU. The forward pass
-// takes one query row per task (its scores in a per-thread row of the workspace); the
-// backward pass recomputes the probabilities, first per query row for dq, then per
-// block of keys for dk and dv, so that every gradient element has one writer and a
-// fixed order of summation.
+// kernels/cpu/attention_cpu.cpp: causal GQA attention on the CPU: the workspace, the
+// choice between the tiled kernels (attention_tiled_cpu.cpp, AVX-512 with SLEEF's exp) and
+// the scalar kernels here, which run everywhere else. The scalar forward pass takes one
+// query row per task (its scores in a per-thread row of the workspace); the scalar
+// backward pass recomputes the probabilities, first per query row for dq, then per block
+// of keys for dk and dv, so that every gradient element has one writer and a fixed order
+// of summation.
 #include <omp.h>
 
 #include <algorithm>
@@ -11,29 +13,24 @@
 
 #include "kernels/backends.h"
 #include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/attention_cpu.h"
 
 namespace octet::kernels::cpu {
-namespace {
+namespace attn {
 
-// Keys per backward task: dk and dv of a block accumulate in 2 * 32 * head_dim floats.
-constexpr int64_t kKeyBlock = 32;
 constexpr size_t kAlign = 64;
 
-// Floats per thread: the largest of the forward row (scores, q, acc), the dq task
-// (q, dout row, dq) and the dk/dv task (dk, dv, q, dout row); a multiple of 64 bytes.
 int64_t floats_per_thread(int64_t seq_len, int64_t head_dim) {
-  const int64_t n =
-      std::max({seq_len + 2 * head_dim, 3 * head_dim, (2 * kKeyBlock + 2) * head_dim});
+  // Scalar: the forward row (scores, q, acc), the dq task (q, dout row, dq) and the dk/dv
+  // task (dk, dv, q, dout row). Tiled: the forward tile (q, k^T, v, acc: 4 kTile hd, and
+  // kTile rows of scores) and the backward tiles (q, dout, k, k^T, v^T, two accumulators:
+  // 7 kTile hd; P and dS: 2 kTile^2), and 2 kTile row statistics.
+  const int64_t s_pad = (seq_len + kTile - 1) / kTile * kTile;
+  const int64_t n = std::max({seq_len + 2 * head_dim, 3 * head_dim, (2 * kTile + 2) * head_dim,
+                              4 * kTile * head_dim + kTile * s_pad + 2 * kTile,
+                              7 * kTile * head_dim + 2 * kTile * kTile + 2 * kTile});
   return (n + 15) / 16 * 16;
 }
-
-// The workspace cut into one slice per thread; as many threads as it has room for.
-struct Slices {
-  float* base;
-  int64_t stride;
-  int threads;
-  float* of(int thread) const { return base + thread * stride; }
-};
 
 Slices slices(const Tensor& workspace, int64_t seq_len, int64_t head_dim) {
   const auto address = reinterpret_cast<uintptr_t>(workspace.data);
@@ -45,30 +42,15 @@ Slices slices(const Tensor& workspace, int64_t seq_len, int64_t head_dim) {
   return {reinterpret_cast<float*>(address + pad), stride, threads};
 }
 
-// Where token rows, heads and the kv head of a q head are.
-struct Layout {
-  AttentionDims d;
-  int64_t width, out_width, group;
-  float scale;
-  explicit Layout(const AttentionDims& dims)
-      : d(dims),
-        width((dims.n_heads + 2 * dims.n_kv_heads) * dims.head_dim),
-        out_width(dims.n_heads * dims.head_dim),
-        group(dims.n_heads / dims.n_kv_heads),
-        scale(1.0f / std::sqrt(static_cast<float>(dims.head_dim))) {}
-  int64_t q(int64_t b, int64_t i, int64_t h) const {
-    return (b * d.seq_len + i) * width + h * d.head_dim;
-  }
-  int64_t k(int64_t b, int64_t j, int64_t g) const { return q(b, j, d.n_heads + g); }
-  int64_t v(int64_t b, int64_t j, int64_t g) const { return q(b, j, d.n_heads + d.n_kv_heads + g); }
-  int64_t o(int64_t b, int64_t i, int64_t h) const {
-    return (b * d.seq_len + i) * out_width + h * d.head_dim;
-  }
-  int64_t stat(int64_t b, int64_t h, int64_t i) const {
-    return (b * d.n_heads + h) * d.seq_len + i;
-  }
-  int64_t work() const { return d.batch * d.n_heads * d.seq_len * d.seq_len * d.head_dim; }
-};
+}  // namespace attn
+namespace {
+
+using attn::Layout;
+using attn::Slices;
+
+// Keys per backward task of the scalar kernel: dk and dv of a block accumulate in
+// 2 * 32 * head_dim floats.
+constexpr int64_t kKeyBlock = attn::kTile;
 
 template <typename A>
 void load(const A* src, float* dst, int64_t n) {
@@ -197,13 +179,15 @@ void backward_impl(const A* dout, const A* qkv, const A* out, const float* lse, 
 
 size_t attention_workspace_bytes(int64_t seq_len, int64_t head_dim, int threads) {
   const int64_t n = threads > 0 ? threads : omp_get_max_threads();
-  return static_cast<size_t>(n * floats_per_thread(seq_len, head_dim)) * sizeof(float) + kAlign;
+  return static_cast<size_t>(n * attn::floats_per_thread(seq_len, head_dim)) * sizeof(float) +
+         attn::kAlign;
 }
 
 void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
                        const AttentionDims& dims, const Tensor& workspace) {
   const Layout layout(dims);
-  const Slices ws = slices(workspace, dims.seq_len, dims.head_dim);
+  const Slices ws = attn::slices(workspace, dims.seq_len, dims.head_dim);
+  if (attn::tiled_available()) return attn::tiled_forward(qkv, out, lse, layout, ws);
   with_activation(qkv.dtype, [&](auto a) {
     using A = decltype(a);
     forward_impl(qkv.as<const A>(), out.as<A>(), lse.as<float>(), layout, ws);
@@ -213,7 +197,8 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse,
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         const Tensor& dqkv, const AttentionDims& dims, const Tensor& workspace) {
   const Layout layout(dims);
-  const Slices ws = slices(workspace, dims.seq_len, dims.head_dim);
+  const Slices ws = attn::slices(workspace, dims.seq_len, dims.head_dim);
+  if (attn::tiled_available()) return attn::tiled_backward(dout, qkv, out, lse, dqkv, layout, ws);
   with_activation(qkv.dtype, [&](auto a) {
     using A = decltype(a);
     backward_impl(dout.as<const A>(), qkv.as<const A>(), out.as<const A>(), lse.as<const float>(),

@@ -1,5 +1,6 @@
-// kernels/cpu/rope_cpu.cpp: rotary position embedding on the CPU, in place, one token
-// per iteration.
+// kernels/cpu/rope_cpu.cpp: rotary position embedding on the CPU, in place, one position
+// per iteration (its cos and sin computed once for all the sequences of the batch).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -14,10 +15,11 @@ template <typename A>
 void rotate(A* qkv, int64_t tokens, int64_t rotated_heads, int64_t width, int64_t head_dim,
             int64_t seq_len, float theta, float sign) {
   const int64_t half = head_dim / 2;
+  const int64_t positions = std::min(tokens, seq_len);
+  // One position per iteration: its angles once, for every sequence of the batch.
 #pragma omp parallel for schedule(static) if (tokens * rotated_heads * head_dim > kParallelElements)
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float position = static_cast<float>(t % seq_len);
-    A* row = qkv + t * width;
+  for (int64_t p = 0; p < positions; ++p) {
+    const float position = static_cast<float>(p);
     for (int64_t i = 0; i < half; ++i) {
       // Hugging Face's fp32 steps: inv_freq = 1 / theta^(2i / hd), angle = p * inv_freq.
       const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
@@ -26,11 +28,14 @@ void rotate(A* qkv, int64_t tokens, int64_t rotated_heads, int64_t width, int64_
       // cos and sin in the activation dtype, as Hugging Face casts them.
       const float c = round_as<A>(std::cos(angle));
       const float s = sign * round_as<A>(std::sin(angle));
-      for (int64_t h = 0; h < rotated_heads; ++h) {
-        A* x = row + h * head_dim;
-        const float x1 = to_f32(x[i]), x2 = to_f32(x[i + half]);
-        x[i] = from_f32<A>(x1 * c - x2 * s);
-        x[i + half] = from_f32<A>(x2 * c + x1 * s);
+      for (int64_t t = p; t < tokens; t += seq_len) {
+        A* row = qkv + t * width;
+        for (int64_t h = 0; h < rotated_heads; ++h) {
+          A* x = row + h * head_dim;
+          const float x1 = to_f32(x[i]), x2 = to_f32(x[i + half]);
+          x[i] = from_f32<A>(x1 * c - x2 * s);
+          x[i + half] = from_f32<A>(x2 * c + x1 * s);
+        }
       }
     }
   }

@@ -1,0 +1,67 @@
+// kernels/cpu/attention_cpu.h: what the two CPU attention kernels share: the layout of the
+// packed qkv activation, the per-thread slices of the workspace and the tiled (AVX-512 +
+// SLEEF) kernels' entry points. Internal to kernels/cpu.
+// defines: cpu::attn::Layout, cpu::attn::Slices, cpu::attn::slices, cpu::attn::kTile,
+//          cpu::attn::floats_per_thread, cpu::attn::tiled_available, cpu::attn::tiled_forward,
+//          cpu::attn::tiled_backward
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/backends.h"
+
+namespace octet::kernels::cpu::attn {
+
+// Query rows per tile and keys per block of the tiled kernels (and keys per backward task
+// of the scalar kernel).
+inline constexpr int64_t kTile = 32;
+
+// Floats per thread of the workspace, enough for either kernel; a multiple of 64 bytes.
+int64_t floats_per_thread(int64_t seq_len, int64_t head_dim);
+
+// The workspace cut into one slice per thread; as many threads as it has room for.
+struct Slices {
+  float* base;
+  int64_t stride;
+  int threads;
+  float* of(int thread) const { return base + thread * stride; }
+};
+Slices slices(const Tensor& workspace, int64_t seq_len, int64_t head_dim);
+
+// Where token rows, heads and the kv head of a q head are.
+struct Layout {
+  AttentionDims d;
+  int64_t width, out_width, group;
+  float scale;
+  explicit Layout(const AttentionDims& dims)
+      : d(dims),
+        width((dims.n_heads + 2 * dims.n_kv_heads) * dims.head_dim),
+        out_width(dims.n_heads * dims.head_dim),
+        group(dims.n_heads / dims.n_kv_heads),
+        scale(1.0f / std::sqrt(static_cast<float>(dims.head_dim))) {}
+  int64_t q(int64_t b, int64_t i, int64_t h) const {
+    return (b * d.seq_len + i) * width + h * d.head_dim;
+  }
+  int64_t k(int64_t b, int64_t j, int64_t g) const { return q(b, j, d.n_heads + g); }
+  int64_t v(int64_t b, int64_t j, int64_t g) const { return q(b, j, d.n_heads + d.n_kv_heads + g); }
+  int64_t o(int64_t b, int64_t i, int64_t h) const {
+    return (b * d.seq_len + i) * out_width + h * d.head_dim;
+  }
+  int64_t stat(int64_t b, int64_t h, int64_t i) const {
+    return (b * d.n_heads + h) * d.seq_len + i;
+  }
+  int64_t work() const { return d.batch * d.n_heads * d.seq_len * d.seq_len * d.head_dim; }
+};
+
+// Whether this build and machine run the tiled kernels (AVX-512 and SLEEF, not capped
+// below avx512 by OCTET_CPU_ISA); otherwise the scalar kernels run.
+bool tiled_available();
+// The tiled kernels (only where tiled_available()); the same contract as the scalar ones.
+void tiled_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Layout& layout,
+                   const Slices& ws);
+void tiled_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                    const Tensor& dqkv, const Layout& layout, const Slices& ws);
+
+}  // namespace octet::kernels::cpu::attn

@@ -1,0 +1,323 @@
+// kernels/cpu/attention_tiled_cpu.cpp: causal GQA attention on the CPU in tiles, with
+// AVX-512 and SLEEF's vector exp (1 ulp, as libm's expf). Forward: one task per (sequence,
+// q head, tile of 32 query rows); the tile's scaled scores against every key up to its
+// last row are kept in the thread's workspace (32 rows x S floats, never S x S), so the
+// softmax takes the exact row maximum as the scalar kernel does; then P v block by block.
+// Backward: P and dS recomputed for 32 x 32 tiles from q, k and the saved lse, first per
+// query tile for dq, then per block of 32 keys for dk and dv (summed over the q heads that
+// share them, then the query tiles, in increasing order), so that every element has one
+// writer and a fixed order of summation: the same bits for any thread count.
+#include "kernels/cpu/attention_cpu.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/isa.h"
+
+#include "kernels/cpu/vector_math.h"
+
+#if defined(OCTET_CPU_VECTOR_EXP)
+#define OCTET_TILED_ATTENTION 1
+#endif
+
+namespace octet::kernels::cpu::attn {
+
+#if defined(OCTET_TILED_ATTENTION)
+namespace {
+
+constexpr int64_t T = kTile;  // rows and keys per tile (two vectors of 16 lanes)
+static_assert(T == 32, "the score kernels hold a tile row in two vectors");
+
+// rows x hd values of A (row stride `stride`) as f32 rows of hd floats; rows up to T zero.
+template <typename A>
+OCTET_AVX512 void load_rows(const A* src, int64_t stride, int64_t rows, int64_t hd, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < hd; ++c) dst[r * hd + c] = to_f32(src[r * stride + c]);
+  }
+  std::fill(dst + rows * hd, dst + T * hd, 0.0f);
+}
+
+// The same rows transposed: dst[c * T + r], zero for r >= rows.
+template <typename A>
+OCTET_AVX512 void load_transposed(const A* src, int64_t stride, int64_t rows, int64_t hd,
+                                  float* dst) {
+  std::fill(dst, dst + hd * T, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < hd; ++c) dst[c * T + r] = to_f32(src[r * stride + c]);
+  }
+}
+
+// out[r][j] = (sum_c a[r][c] bt[c][j]) * scale for r, j < T, c in increasing order (one
+// fused multiply-add per term): a [T][hd] rows, bt [hd][T] (a block transposed).
+OCTET_AVX512 void tile_scores(const float* a, const float* bt, int64_t hd, float scale, float* out,
+                              int64_t ld) {
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < T; r += 4) {
+    __m512 acc[4][2];
+    for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < hd; ++c) {
+      const __m512 b0 = _mm512_loadu_ps(bt + c * T), b1 = _mm512_loadu_ps(bt + c * T + 16);
+      for (int64_t k = 0; k < 4; ++k) {
+        const __m512 x = _mm512_set1_ps(a[(r + k) * hd + c]);
+        acc[k][0] = _mm512_fmadd_ps(x, b0, acc[k][0]);
+        acc[k][1] = _mm512_fmadd_ps(x, b1, acc[k][1]);
+      }
+    }
+    for (int64_t k = 0; k < 4; ++k) {
+      _mm512_storeu_ps(out + (r + k) * ld, _mm512_mul_ps(acc[k][0], s));
+      _mm512_storeu_ps(out + (r + k) * ld + 16, _mm512_mul_ps(acc[k][1], s));
+    }
+  }
+}
+
+// The lanes of 16 keys from j that row i may see (j <= i): a mask.
+OCTET_AVX512 __mmask16 causal(int64_t j, int64_t i) {
+  const int64_t n = std::clamp<int64_t>(i - j + 1, 0, 16);
+  return static_cast<__mmask16>((uint32_t{1} << n) - 1);
+}
+
+// c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
+// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
+OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
+                             const float* x, int64_t n, int64_t hd) {
+  for (int64_t c0 = 0; c0 < hd; c0 += 64) {
+    const int64_t lanes = std::min<int64_t>(64, hd - c0);
+    __mmask16 m[4];
+    for (int k = 0; k < 4; ++k) m[k] = causal(k * 16, lanes - 1);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* ci = c + i * hd + c0;
+      __m512 acc[4];
+      for (int k = 0; k < 4; ++k) acc[k] = _mm512_maskz_loadu_ps(m[k], ci + 16 * k);
+      for (int64_t t = 0; t < n; ++t) {
+        const __m512 s = _mm512_set1_ps(w[i * wi + t * wt]);
+        const float* xt = x + t * hd + c0;
+        for (int k = 0; k < 4; ++k)
+          acc[k] = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m[k], xt + 16 * k), acc[k]);
+      }
+      for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(ci + 16 * k, m[k], acc[k]);
+    }
+  }
+}
+
+// Per-thread pieces of the workspace.
+struct Work {
+  float *q, *go, *k, *kt, *vt, *acc, *acc2, *p, *ds, *stat;
+  Work(float* base, int64_t hd) {
+    float* at = base;
+    for (float** piece : {&q, &go, &k, &kt, &vt, &acc, &acc2}) *piece = at, at += T * hd;
+    p = at, ds = at + T * T, stat = at + 2 * T * T;
+  }
+};
+
+// One forward task: query tile t (counted from the last) of one (sequence, q head), in the
+// thread's workspace slice `base`. (The OpenMP loops live in functions without the AVX-512
+// target, and call these per task: clang outlines a parallel region without its function's
+// target features.)
+template <typename A>
+OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L, float* base,
+                               int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
+  const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
+  float *q = base, *kt = q + T * hd, *v = kt + T * hd, *acc = v + T * hd;
+  float* scores = acc + T * hd;  // T rows of s_pad
+  float* stat = scores + T * s_pad;
+  const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
+  const int64_t b = bh / H, h = bh % H, g = h / L.group;
+  const int64_t i0 = t * T, rows = std::min(T, S - i0);
+  load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
+  for (int64_t j0 = 0; j0 <= i0; j0 += T) {
+    load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
+    tile_scores(q, kt, hd, L.scale, scores + j0, s_pad);
+  }
+  // Row i: m = max_{j <= i} s_ij, p_ij = exp(s_ij - m) (0 for j > i), l = sum_j p_ij.
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    float* s = scores + r * s_pad;
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j <= i; j += 16)
+      mv = _mm512_mask_max_ps(mv, causal(j, i), mv, _mm512_loadu_ps(s + j));
+    const float m = _mm512_reduce_max_ps(mv);
+    const __m512 mb = _mm512_set1_ps(m);
+    __m512 lv = _mm512_setzero_ps();
+    for (int64_t j = 0; j < i0 + T; j += 16) {
+      const __m512 p =
+          _mm512_maskz_mov_ps(causal(j, i), exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), mb)));
+      _mm512_storeu_ps(s + j, p);
+      lv = _mm512_add_ps(lv, p);
+    }
+    stat[r] = m;
+    stat[T + r] = _mm512_reduce_add_ps(lv);
+  }
+  std::fill(acc, acc + T * hd, 0.0f);
+  for (int64_t j0 = 0; j0 <= i0; j0 += T) {
+    const int64_t n = std::min(T, S - j0);
+    load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
+    accumulate(acc, rows, scores + j0, s_pad, 1, v, n, hd);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const float l = stat[T + r];
+    A* o = out + L.o(b, i0 + r, h);
+    for (int64_t c = 0; c < hd; ++c) o[c] = from_f32<A>(acc[r * hd + c] / l);
+    lse[L.stat(b, h, i0 + r)] = stat[r] + std::log(l);
+  }
+}
+
+template <typename A>
+void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slices& ws) {
+  const int64_t tasks = L.d.batch * L.d.n_heads * ((L.d.seq_len + T - 1) / T);
+#pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
+  {
+    float* base = ws.of(omp_get_thread_num());
+    // Longest tiles (the last query rows) first: less waiting at the end.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) forward_task(qkv, out, lse, L, base, task);
+  }
+}
+
+// The tile of rows i0.. (w.q, w.go, row statistics w.stat: D_i then lse_i) against the
+// keys j0.. (w.kt, w.vt): P_ij = exp(s_ij - lse_i) and dS_ij = P_ij (dout_i . v_j - D_i),
+// both 0 where j > i, into w.p and w.ds [T][T]. Both backward passes call it with the
+// same tiles, so they see the same bits.
+OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t hd, float scale) {
+  tile_scores(w.q, w.kt, hd, scale, w.p, T);
+  tile_scores(w.go, w.vt, hd, 1.0f, w.ds, T);
+  for (int64_t r = 0; r < T; ++r) {
+    const __m512 lse = _mm512_set1_ps(w.stat[T + r]), d = _mm512_set1_ps(w.stat[r]);
+    for (int64_t j = 0; j < T; j += 16) {
+      float* p = w.p + r * T + j;
+      float* ds = w.ds + r * T + j;
+      const __mmask16 m = causal(j0 + j, i0 + r);
+      const __m512 pv = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_loadu_ps(p), lse)));
+      _mm512_storeu_ps(p, pv);
+      _mm512_storeu_ps(ds, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(ds), d)));
+    }
+  }
+}
+
+// The query tile i0.. of head h into w.q, w.go and w.stat (D_i, lse_i); `rows` valid.
+template <typename A>
+OCTET_AVX512 void load_queries(const Work& w, const A* dout, const A* qkv, const A* out,
+                               const float* lse, const Layout& L, int64_t b, int64_t h, int64_t i0,
+                               int64_t rows) {
+  const int64_t hd = L.d.head_dim;
+  load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, w.q);
+  load_rows(dout + L.o(b, i0, h), L.out_width, rows, hd, w.go);
+  for (int64_t r = 0; r < T; ++r) {
+    w.stat[r] = r < rows ? dot(w.go + r * hd, out + L.o(b, i0 + r, h), hd) : 0.0f;
+    w.stat[T + r] = r < rows ? lse[L.stat(b, h, i0 + r)] : 0.0f;
+  }
+}
+
+// dq of query tile t (counted from the last) of one (sequence, q head): its key blocks in
+// increasing order.
+template <typename A>
+OCTET_AVX512 void dq_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                          const Layout& L, const Work& w, int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
+  const int64_t tiles = (S + T - 1) / T;
+  const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
+  const int64_t b = bh / H, h = bh % H, g = h / L.group;
+  const int64_t i0 = t * T, rows = std::min(T, S - i0);
+  load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
+  std::fill(w.acc, w.acc + T * hd, 0.0f);
+  for (int64_t j0 = 0; j0 <= i0; j0 += T) {
+    const int64_t n = std::min(T, S - j0);
+    load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
+    load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
+    load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+    probabilities(w, i0, j0, hd, L.scale);
+    accumulate(w.acc, rows, w.ds, T, 1, w.k, n, hd);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    A* dst = dqkv + L.q(b, i0 + r, h);
+    for (int64_t c = 0; c < hd; ++c) dst[c] = from_f32<A>(w.acc[r * hd + c] * L.scale);
+  }
+}
+
+// dk and dv of one block of keys of one kv head: over its q heads in increasing order, then
+// the query tiles from the block's own onwards.
+template <typename A>
+OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                           const Layout& L, const Work& w, int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
+  const int64_t tiles = (S + T - 1) / T;
+  const int64_t t = task % tiles, b = task / tiles / Hkv, g = task / tiles % Hkv;
+  const int64_t j0 = t * T, n = std::min(T, S - j0);
+  load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
+  load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+  std::fill(w.acc, w.acc + T * hd, 0.0f);
+  std::fill(w.acc2, w.acc2 + T * hd, 0.0f);
+  for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
+    for (int64_t i0 = j0; i0 < S; i0 += T) {
+      const int64_t rows = std::min(T, S - i0);
+      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
+      probabilities(w, i0, j0, hd, L.scale);
+      accumulate(w.acc, n, w.ds, 1, T, w.q, rows, hd);
+      accumulate(w.acc2, n, w.p, 1, T, w.go, rows, hd);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    A* dk = dqkv + L.k(b, j0 + j, g);
+    A* dv = dqkv + L.v(b, j0 + j, g);
+    for (int64_t c = 0; c < hd; ++c) {
+      dk[c] = from_f32<A>(w.acc[j * hd + c] * L.scale);
+      dv[c] = from_f32<A>(w.acc2[j * hd + c]);
+    }
+  }
+}
+
+template <typename A>
+void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                    const Layout& L, const Slices& ws) {
+  const int64_t tiles = (L.d.seq_len + T - 1) / T;
+  const int64_t q_tasks = L.d.batch * L.d.n_heads * tiles;
+  const int64_t kv_tasks = L.d.batch * L.d.n_kv_heads * tiles;
+#pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
+  {
+    const Work w(ws.of(omp_get_thread_num()), L.d.head_dim);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < q_tasks; ++task) dq_task(dout, qkv, out, lse, dqkv, L, w, task);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < kv_tasks; ++task) dkv_task(dout, qkv, out, lse, dqkv, L, w, task);
+  }
+}
+
+}  // namespace
+
+bool tiled_available() {
+  return usable_isa("attention") == Isa::avx512;
+}
+
+void tiled_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Layout& layout,
+                   const Slices& ws) {
+  with_activation(qkv.dtype, [&](auto a) {
+    using A = decltype(a);
+    forward_tiles(qkv.as<const A>(), out.as<A>(), lse.as<float>(), layout, ws);
+  });
+}
+
+void tiled_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                    const Tensor& dqkv, const Layout& layout, const Slices& ws) {
+  with_activation(qkv.dtype, [&](auto a) {
+    using A = decltype(a);
+    backward_tiles(dout.as<const A>(), qkv.as<const A>(), out.as<const A>(), lse.as<const float>(),
+                   dqkv.as<A>(), layout, ws);
+  });
+}
+
+#else  // no SLEEF or no x86-64: the scalar kernels run
+
+bool tiled_available() {
+  return false;
+}
+void tiled_forward(const Tensor&, const Tensor&, const Tensor&, const Layout&, const Slices&) {}
+void tiled_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                    const Layout&, const Slices&) {}
+
+#endif
+
+}  // namespace octet::kernels::cpu::attn
