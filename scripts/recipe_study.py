@@ -149,6 +149,23 @@ def main():
         print(f"  {name:<26}" + ", ".join(cells))
     with open(f"{args.out}/study.json", "w") as f:
         json.dump(study, f, indent=1, default=str)
+    with open(f"{args.out}/study.md", "w") as f:
+        f.write(markdown(study, seeds, bf16))
+
+
+def markdown(study, seeds, bf16):
+    """The gap table as Markdown (docs/numerics.md)."""
+    cols = "".join(f" seed {s} |" for s in seeds)
+    out = [f"| run |{cols} mean | sd | max |", "| --- |" + " ---: |" * (len(seeds) + 3)]
+    out.append("| bf16 (val loss) |" + "".join(f" {bf16[s]:.4f} |" for s in seeds) + " | | |")
+    for name, r in study["runs"].items():
+        if name == "bf16":
+            continue
+        gaps = [r["gap"][s] for s in seeds]
+        out.append(f"| {name} |" + "".join(f" {100 * g:+.2f}% |" for g in gaps) +
+                   f" {100 * r['gap_mean']:+.2f}% | {100 * r['gap_sd']:.2f}% |"
+                   f" {100 * r['gap_max']:+.2f}% |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
