@@ -4,13 +4,15 @@
 # report test opens the HTML report in), and a Python
 # virtual environment (.venv) with the reference packages the tests compare against.
 # clang, libclang-rt-14-dev (libFuzzer) and libomp-14-dev (OpenMP for clang): make fuzz.
+# fortunes: the English text of the FP8 recipe study (scripts/real_text.sh, docs/numerics.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build git pkg-config libgtest-dev libboost-context-dev
           libdnnl-dev libopenblas-dev libsleef-dev libsentencepiece-dev nlohmann-json3-dev libcli11-dev openmpi-bin
           libopenmpi-dev python3
-          python3-venv python3-pip chromium clang libclang-rt-14-dev libomp-14-dev)
+          python3-venv python3-pip chromium clang libclang-rt-14-dev libomp-14-dev
+          fortunes)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

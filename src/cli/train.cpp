@@ -170,7 +170,7 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   add_parsed(*t, "--fp8-recipe", c->recipe, fp8::Recipe::parse,
              "FP8 recipe under --precision fp8: MODE[:OPTION...]; modes " +
                  fp8::scaling_mode_list(", ") +
-                 "; options :hybrid (E5M2 gradients, the default) or :e4m3 (all E4M3), :pow2, "
+                 "; options :hybrid (E5M2 grads) or :e4m3 (all E4M3: row/block/mx default), :pow2, "
                  "and for tensor-delayed :history=N, :margin=N, :amax=max|most-recent")
       ->default_str(c->recipe.str());
   t->add_option("--data", c->data.source,

@@ -13,22 +13,27 @@ constexpr ScalingModeInfo kModes[] = {
     {.mode = ScalingMode::tensor_current,
      .name = "tensor-current",
      .stateful = false,
+     .formats = FormatPolicy::hybrid,
      .description = "one scale per tensor from its amax now (default)"},
     {.mode = ScalingMode::tensor_delayed,
      .name = "tensor-delayed",
      .stateful = true,
+     .formats = FormatPolicy::hybrid,
      .description = "one scale per tensor from an amax history, updated after each step"},
     {.mode = ScalingMode::row,
      .name = "row",
      .stateful = false,
+     .formats = FormatPolicy::e4m3,
      .description = "one scale per row of each operand"},
     {.mode = ScalingMode::block,
      .name = "block",
      .stateful = false,
+     .formats = FormatPolicy::e4m3,
      .description = "1x128 tiles for activations and gradients, 128x128 blocks for weights"},
     {.mode = ScalingMode::mx,
      .name = "mx",
      .stateful = false,
+     .formats = FormatPolicy::e4m3,
      .description = "1x32 blocks with power-of-two (E8M0) scales"},
 };
 
@@ -45,6 +50,22 @@ int parse_int(std::string_view value, std::string_view option, std::string_view 
               std::string(option), "=", std::string(value), " in '", std::string(text),
               "': expected an integer >= ", min);
   return v;
+}
+
+// "hybrid for tensor-current and tensor-delayed, e4m3 for row, block and mx".
+std::string default_formats_text() {
+  std::string out;
+  for (const FormatPolicy f : {FormatPolicy::hybrid, FormatPolicy::e4m3}) {
+    std::string modes;
+    for (const ScalingModeInfo& m : kModes) {
+      if (m.formats != f) continue;
+      modes += (modes.empty() ? "" : ", ") + std::string(m.name);
+    }
+    if (modes.empty()) continue;
+    out += (out.empty() ? "" : "; ") + std::string(f == FormatPolicy::hybrid ? "hybrid" : "e4m3") +
+           " for " + modes;
+  }
+  return out;
 }
 
 }  // namespace
@@ -83,10 +104,16 @@ ScalingMode scaling_mode_from_name(std::string_view name) {
   OCTET_FAIL("recipe", "unknown scaling mode '", std::string(name), "'; expected ", expected);
 }
 
-Recipe Recipe::parse(std::string_view text) {
+Recipe Recipe::defaults(ScalingMode mode) {
   Recipe r;
+  r.mode = mode;
+  r.formats = scaling_mode_info(mode).formats;
+  return r;
+}
+
+Recipe Recipe::parse(std::string_view text) {
   size_t colon = text.find(':');
-  r.mode = scaling_mode_from_name(text.substr(0, colon));
+  Recipe r = defaults(scaling_mode_from_name(text.substr(0, colon)));
   bool seen_format = false, seen_pow2 = false, seen_history = false, seen_margin = false,
        seen_amax = false;
   while (colon != std::string_view::npos) {
@@ -133,7 +160,9 @@ Recipe Recipe::parse(std::string_view text) {
 
 std::string Recipe::str() const {
   std::string s = scaling_mode_name(mode);
-  if (formats == FormatPolicy::e4m3) s += ":e4m3";
+  if (formats != scaling_mode_info(mode).formats) {
+    s += formats == FormatPolicy::e4m3 ? ":e4m3" : ":hybrid";
+  }
   const DelayedScaling defaults;
   if (delayed.history_len != defaults.history_len) {
     s += ":history=" + std::to_string(delayed.history_len);
@@ -154,7 +183,8 @@ std::string recipe_syntax(std::string_view indent) {
     name.resize(16, ' ');
     s += in + "  " + name + m.description + "\n";
   }
-  s += in + "OPTION: hybrid (E4M3, E5M2 for gradients; default) | e4m3 (E4M3 everywhere)\n";
+  s += in + "OPTION: hybrid (E4M3, E5M2 for gradients) | e4m3 (E4M3 everywhere); default: " +
+       default_formats_text() + "\n";
   s += in + "        pow2 (power-of-two scales)\n";
   s += in + "        tensor-delayed only: history=N (1024) margin=N (0) amax=max|most-recent\n";
   return s;

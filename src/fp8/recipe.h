@@ -23,12 +23,18 @@ enum class ScalingMode : unsigned char {
   mx,              // 1x32 blocks with E8M0 power-of-two scales (OCP MX)
 };
 
+enum class FormatPolicy : unsigned char {
+  hybrid,  // E4M3 for activations and weights, E5M2 for gradients
+  e4m3,    // E4M3 everywhere
+};
+
 // One row of the table of scaling modes: what the usage text, the benches and the
 // tests list. A new mode is one row here, its grid, its kernels and its tests.
 struct ScalingModeInfo {
   ScalingMode mode;
   const char* name;         // as typed: "tensor-current"
   bool stateful;            // keeps state across steps (fp8::ScalingState slots)
+  FormatPolicy formats;     // the formats a recipe naming no format gets (docs/numerics.md)
   const char* description;  // one line for the usage text
 };
 
@@ -40,11 +46,6 @@ const char* scaling_mode_name(ScalingMode mode);  // "tensor-current", ...
 ScalingMode scaling_mode_from_name(std::string_view name);
 // The names joined: ("|") gives "tensor-current|tensor-delayed|row|block|mx".
 std::string scaling_mode_list(std::string_view separator);
-
-enum class FormatPolicy : unsigned char {
-  hybrid,  // E4M3 for activations and weights, E5M2 for gradients
-  e4m3,    // E4M3 everywhere
-};
 
 // What a GEMM operand is; decides its format and, under block scaling, its grid.
 enum class Role : unsigned char { activation, weight, gradient };
@@ -60,12 +61,12 @@ struct DelayedScaling {
 
 struct Recipe {
   ScalingMode mode = ScalingMode::tensor_current;
-  FormatPolicy formats = FormatPolicy::hybrid;
-  bool power_of_two_scales = false;  // round f32 scales down to powers of two
-  DelayedScaling delayed;            // tensor-delayed only
+  FormatPolicy formats = FormatPolicy::hybrid;  // tensor-current's default; see defaults()
+  bool power_of_two_scales = false;             // round f32 scales down to powers of two
+  DelayedScaling delayed;                       // tensor-delayed only
 
   // The text form: the mode, then ':'-separated options, each at most once, in any order:
-  //   hybrid | e4m3          formats (default hybrid)
+  //   hybrid | e4m3          formats (default: the mode's, ScalingModeInfo::formats)
   //   pow2                   power-of-two scales
   //   history=N              tensor-delayed: amax history length (default 1024)
   //   margin=N               tensor-delayed: scale = fp8_max / amax / 2^N (default 0)
@@ -73,6 +74,8 @@ struct Recipe {
   // e.g. "block:e4m3", "tensor-delayed:history=16:amax=most-recent:pow2". Throws
   // octet::Error naming what was expected.
   static Recipe parse(std::string_view text);
+  // The recipe of `mode` with every option at its default (what parse("MODE") gives).
+  static Recipe defaults(ScalingMode mode);
   // The text form parse() reads back to this recipe; defaults are left out.
   std::string str() const;
 

@@ -44,22 +44,38 @@ TEST(Recipe, EveryModeOfTheTableParsesToItselfWithDefaultKnobs) {
     SCOPED_TRACE(m.name);
     const Recipe r = Recipe::parse(m.name);
     EXPECT_EQ(r.mode, m.mode);
-    EXPECT_EQ(r.formats, FormatPolicy::hybrid);
+    EXPECT_EQ(r.formats, m.formats);
+    EXPECT_EQ(Recipe::defaults(m.mode), r);
     EXPECT_FALSE(r.power_of_two_scales);
     EXPECT_EQ(r.delayed, fp8::DelayedScaling{});
     EXPECT_EQ(r.stateful(), m.mode == ScalingMode::tensor_delayed);
     EXPECT_EQ(std::string(fp8::scaling_mode_name(m.mode)), m.name);
     EXPECT_EQ(fp8::scaling_mode_from_name(m.name), m.mode);
     EXPECT_EQ(r.str(), m.name);  // defaults are left out
-    EXPECT_EQ(Recipe::parse(std::string(m.name) + ":hybrid"), r);
+    // Both formats stay reachable from every mode; the one that is not the default is named.
+    const Recipe hybrid = Recipe::parse(std::string(m.name) + ":hybrid");
     const Recipe e4m3 = Recipe::parse(std::string(m.name) + ":e4m3");
+    EXPECT_EQ(hybrid.mode, m.mode);
     EXPECT_EQ(e4m3.mode, m.mode);
+    EXPECT_EQ(hybrid.formats, FormatPolicy::hybrid);
     EXPECT_EQ(e4m3.formats, FormatPolicy::e4m3);
-    EXPECT_EQ(e4m3.str(), std::string(m.name) + ":e4m3");
+    EXPECT_EQ(hybrid.format(fp8::Role::gradient), DType::e5m2);
+    EXPECT_EQ(e4m3.format(fp8::Role::gradient), DType::e4m3);
+    const bool hybrid_default = m.formats == FormatPolicy::hybrid;
+    EXPECT_EQ(hybrid.str(), hybrid_default ? std::string(m.name) : std::string(m.name) + ":hybrid");
+    EXPECT_EQ(e4m3.str(), hybrid_default ? std::string(m.name) + ":e4m3" : std::string(m.name));
     EXPECT_NE(fp8::recipe_syntax("  ").find(m.name), std::string::npos);
   }
   EXPECT_EQ(fp8::scaling_mode_list("|"), "tensor-current|tensor-delayed|row|block|mx");
-  EXPECT_EQ(Recipe::parse("block:pow2:e4m3").str(), "block:e4m3:pow2");
+  EXPECT_EQ(Recipe::parse("block:pow2:hybrid").str(), "block:hybrid:pow2");
+  EXPECT_EQ(Recipe::parse("tensor-current:pow2:e4m3").str(), "tensor-current:e4m3:pow2");
+  // The per-mode formats of docs/numerics.md: E4M3 everywhere under the fine-grained scales.
+  EXPECT_EQ(fp8::scaling_mode_info(ScalingMode::tensor_current).formats, FormatPolicy::hybrid);
+  EXPECT_EQ(fp8::scaling_mode_info(ScalingMode::tensor_delayed).formats, FormatPolicy::hybrid);
+  EXPECT_EQ(fp8::scaling_mode_info(ScalingMode::row).formats, FormatPolicy::e4m3);
+  EXPECT_EQ(fp8::scaling_mode_info(ScalingMode::block).formats, FormatPolicy::e4m3);
+  EXPECT_EQ(fp8::scaling_mode_info(ScalingMode::mx).formats, FormatPolicy::e4m3);
+  EXPECT_NE(fp8::recipe_syntax("").find("e4m3 for row, block, mx"), std::string::npos);
   // Delayed scaling starts from Transformer Engine's defaults: 1024 steps, max, margin 0.
   const Recipe delayed = Recipe::parse("tensor-delayed");
   EXPECT_EQ(delayed.delayed.history_len, 1024);
@@ -142,7 +158,7 @@ TEST(Recipe, BadNamesAreRefusedWithTheNamesThatExist) {
 
 TEST(Recipe, HybridQuantizesOnlyGradientsToE5M2) {
   for (const fp8::ScalingModeInfo& m : fp8::scaling_modes()) {
-    const Recipe hybrid = Recipe::parse(m.name);
+    const Recipe hybrid = Recipe::parse(std::string(m.name) + ":hybrid");
     const Recipe e4m3 = Recipe::parse(std::string(m.name) + ":e4m3");
     for (Role role : kRoles) {
       SCOPED_TRACE(std::string(m.name) + " " + role_name(role));
