@@ -11,65 +11,17 @@
 #include "dist/comm.h"
 #include "dist/data_parallel.h"
 #include "dist_testing.h"
+#include "run_testing.h"
 #include "train/trainer.h"
 
 namespace octet::dist {
 namespace {
 
+using testing::max_rel;
+using testing::run_trainer;
+using testing::tiny_run;
 using testing::world;
-
-train::TrainConfig small_run(nn::Precision precision, int64_t global_batch, int64_t ranks) {
-  train::TrainConfig c;
-  c.model = "tiny";
-  c.precision = precision;
-  c.seq_len = 32;
-  c.batch = global_batch / ranks;
-  c.steps = 6;
-  c.warmup = 2;
-  c.lr = 1e-2;
-  c.grad_clip = 0.5;  // below the gradients' norm in these steps: clipping is exercised
-  c.eval_every = 3;
-  c.eval_batches = 2;
-  c.quiet = true;
-  c.data.markov_vocab = 64;
-  c.data.train_tokens = 1 << 15;
-  c.data.val_tokens = 1 << 12;
-  return c;
-}
-
-struct Result {
-  std::vector<double> loss, grad_norm, val;
-  std::vector<float> master;
-  std::vector<float> scales;  // the FP8 delayed-scaling scales
-};
-
-Result run(const train::TrainConfig& c, std::shared_ptr<Comm> comm) {
-  train::Trainer trainer(c, std::move(comm));
-  Result out;
-  for (const train::StepRecord& r : trainer.run()) {
-    out.loss.push_back(r.loss);
-    out.grad_norm.push_back(r.grad_norm);
-    if (r.val_loss) out.val.push_back(*r.val_loss);
-  }
-  out.master.resize(static_cast<size_t>(trainer.model().parameter_count()));
-  const Tensor m(out.master.data(), DType::f32, {static_cast<int64_t>(out.master.size())});
-  if (DataParallel* dp = trainer.data_parallel()) {
-    dp->gather_master(m);  // under ZeRO 1 each rank holds one shard of it
-  } else {
-    copy_bytes(m.data, m.device, trainer.model().master().data, m.device, out.master.size() * 4);
-  }
-  for (const auto& [name, t] : trainer.model().scaling_state_tensors())
-    if (name == "fp8.scale") out.scales.assign(t.as<float>(), t.as<float>() + t.numel());
-  return out;
-}
-
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return worst;
-}
+using Result = testing::RunResult;
 
 double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
@@ -96,12 +48,12 @@ constexpr double kFp32LossTolerance = 1e-5;
 
 TEST(DataParallel, Fp32ZeroZeroAndOneAreBitwiseEqualAndFollowOneProcess) {
   const int n = world()->size();
-  const Result single = run(small_run(nn::Precision::fp32, 8, 1), single_process());
-  train::TrainConfig c = small_run(nn::Precision::fp32, 8, n);
+  const Result single = run_trainer(tiny_run(nn::Precision::fp32, 8, 1), single_process());
+  train::TrainConfig c = tiny_run(nn::Precision::fp32, 8, n);
   c.zero = 0;
-  const Result z0 = run(c, world());
+  const Result z0 = run_trainer(c, world());
   c.zero = 1;
-  const Result z1 = run(c, world());
+  const Result z1 = run_trainer(c, world());
   report("fp32 zero 1 vs one process", z1, single);
   // At N = 2 both modes add the same two partial gradients (a + b = b + a), compute the
   // norm shard by shard in the same order and apply the same element-wise AdamW.
@@ -126,11 +78,11 @@ TEST(DataParallel, Fp32ZeroZeroAndOneAreBitwiseEqualAndFollowOneProcess) {
 
 TEST(DataParallel, GradientAccumulationFollowsOneProcess) {
   const int n = world()->size();
-  train::TrainConfig one = small_run(nn::Precision::fp32, 4, 1);
+  train::TrainConfig one = tiny_run(nn::Precision::fp32, 4, 1);
   one.grad_accum = 2;
-  train::TrainConfig many = small_run(nn::Precision::fp32, 4, n);
+  train::TrainConfig many = tiny_run(nn::Precision::fp32, 4, n);
   many.grad_accum = 2;  // each step: 2 micro-batches of 2 sequences on each of 2 ranks
-  const Result single = run(one, single_process()), dp = run(many, world());
+  const Result single = run_trainer(one, single_process()), dp = run_trainer(many, world());
   report("fp32 grad-accum 2, zero 1 vs one process", dp, single);
   EXPECT_LE(max_rel(dp.loss, single.loss), kFp32LossTolerance);
   EXPECT_LE(max_rel(dp.val, single.val), kFp32LossTolerance);
@@ -162,9 +114,9 @@ TEST(DataParallel, Bf16AndFp8FollowOneProcessWithinTheirFormats) {
        {Case{nn::Precision::bf16, "", 0x1p-9}, Case{nn::Precision::fp8, "tensor-current", 0x1p-7},
         Case{nn::Precision::fp8, "tensor-delayed", 0x1p-7},
         Case{nn::Precision::fp8, "block", 0x1p-7}}) {
-    train::TrainConfig one = small_run(k.precision, 8, 1), many = small_run(k.precision, 8, n);
+    train::TrainConfig one = tiny_run(k.precision, 8, 1), many = tiny_run(k.precision, 8, n);
     if (*k.recipe) one.recipe = many.recipe = fp8::Recipe::parse(k.recipe);
-    const Result single = run(one, single_process()), dp = run(many, world());
+    const Result single = run_trainer(one, single_process()), dp = run_trainer(many, world());
     const std::string what = std::string(nn::precision_name(k.precision)) + " " + k.recipe;
     report(what.c_str(), dp, single);
     EXPECT_LE(max_rel(dp.loss, single.loss), k.tolerance) << what;

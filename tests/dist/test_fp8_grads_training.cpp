@@ -11,11 +11,13 @@
 #include "dist/data_parallel.h"
 #include "dist/fp8_comm.h"
 #include "dist_testing.h"
+#include "run_testing.h"
 #include "train/trainer.h"
 
 namespace octet::dist {
 namespace {
 
+using testing::max_rel;
 using testing::world;
 
 train::TrainConfig fp8_run(int64_t global_batch, int64_t ranks) {
@@ -41,14 +43,6 @@ std::vector<double> losses(const train::TrainConfig& c, std::shared_ptr<Comm> co
   std::vector<double> out;
   for (const train::StepRecord& r : trainer.run()) out.push_back(r.loss);
   return out;
-}
-
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return worst;
 }
 
 // Each block-linear gradient element reaches the optimizer changed by at most half an

@@ -10,12 +10,17 @@
 #include "dist/comm.h"
 #include "dist/data_parallel.h"
 #include "dist_testing.h"
+#include "run_testing.h"
 #include "train/trainer.h"
 
 namespace octet::dist {
 namespace {
 
+using testing::max_rel;
+using testing::run_trainer;
+using testing::tiny_run;
 using testing::world;
+using Result = testing::RunResult;
 
 TEST(Comm, StartedReduceScattersEqualTheBlockingOne) {
   Comm& c = *world();
@@ -44,54 +49,6 @@ TEST(Comm, StartedReduceScattersEqualTheBlockingOne) {
   }
 }
 
-train::TrainConfig small_run(int64_t global_batch, int64_t ranks, int64_t accum) {
-  train::TrainConfig c;
-  c.model = "tiny";
-  c.precision = nn::Precision::fp32;
-  c.seq_len = 32;
-  c.batch = global_batch / ranks / accum;
-  c.grad_accum = accum;
-  c.steps = 6;
-  c.warmup = 2;
-  c.lr = 1e-2;
-  c.grad_clip = 0.5;
-  c.eval_every = 3;
-  c.eval_batches = 2;
-  c.quiet = true;
-  c.data.markov_vocab = 64;
-  c.data.train_tokens = 1 << 15;
-  c.data.val_tokens = 1 << 12;
-  return c;
-}
-
-struct Result {
-  std::vector<double> loss, grad_norm, val;
-  std::vector<float> master;
-  int64_t buckets = 0;
-};
-
-Result run(const train::TrainConfig& c, std::shared_ptr<Comm> comm) {
-  train::Trainer trainer(c, std::move(comm));
-  Result out;
-  for (const train::StepRecord& r : trainer.run()) {
-    out.loss.push_back(r.loss);
-    out.grad_norm.push_back(r.grad_norm);
-    if (r.val_loss) out.val.push_back(*r.val_loss);
-  }
-  const Tensor m = trainer.model().master();
-  out.master.assign(m.as<float>(), m.as<float>() + m.numel());
-  if (trainer.data_parallel()) out.buckets = trainer.data_parallel()->buckets_started();
-  return out;
-}
-
-double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return worst;
-}
-
 // The bound of tests/dist/test_data_parallel.cpp: reordering the sum of each weight
 // gradient over 256 tokens (one GEMM on one process, two halves added on two ranks) moves
 // it by < 2^-16 of the sum of magnitudes; over 6 AdamW steps the losses stay within 1e-5.
@@ -100,12 +57,12 @@ constexpr double kFp32LossTolerance = 1e-5;
 TEST(Zero2, EqualsZeroOneBitForBitAndFollowsOneProcess) {
   const int n = world()->size();
   for (int64_t accum : {1, 2}) {
-    const Result single = run(small_run(8, 1, accum), single_process());
-    train::TrainConfig c = small_run(8, n, accum);
+    const Result single = run_trainer(tiny_run(nn::Precision::fp32, 8, 1, accum), single_process());
+    train::TrainConfig c = tiny_run(nn::Precision::fp32, 8, n, accum);
     c.zero = 1;
-    const Result z1 = run(c, world());
+    const Result z1 = run_trainer(c, world());
     c.zero = 2;
-    const Result z2 = run(c, world());
+    const Result z2 = run_trainer(c, world());
     // Every step's last backward started one bucket per layer (tiny: 2) and two for the
     // rest; the earlier micro-batches of an accumulated step started none.
     EXPECT_EQ(z2.buckets, 6 * (2 + 2)) << "accum " << accum;
