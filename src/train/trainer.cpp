@@ -160,6 +160,11 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   }
 
   const int64_t t = model_->tokens();
+  OCTET_CHECK(!dist::fp8_comm_grads(config.fp8_comm) || config.precision == nn::Precision::fp8,
+              "train", "--fp8-comm ", dist::fp8_comm_name(config.fp8_comm),
+              " needs --precision fp8 (the gradients travel in the recipe's gradient format); "
+              "this run is ",
+              nn::precision_name(config.precision));
   if (world > 1) {
     const dist::AdamWConfig adamw{config.beta1, config.beta2, config.eps, config.weight_decay,
                                   config.grad_clip};

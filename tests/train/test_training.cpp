@@ -124,6 +124,10 @@ TEST(Training, BadInputIsRefusedAndLeavesTheCheckpointIntact) {
   pow2.resume = true;
   pow2.recipe = fp8::Recipe::parse("tensor-current:pow2");
   expect_error([&] { Trainer t(pow2); }, "and recipe tensor-current;");
+  // FP8 gradient collectives in a run without FP8 are refused, naming the precision.
+  TrainConfig comm = c;
+  comm.fp8_comm = dist::Fp8Comm::grads;
+  expect_error([&] { Trainer t(comm); }, "--fp8-comm grads needs --precision fp8");
   // A checkpoint from before the text form round-tripped ("tensor-current/hybrid") resumes.
   const std::string legacy = dir.file("legacy");
   fs::create_directories(legacy);
