@@ -13,19 +13,24 @@
 
 namespace octet::kernels {
 
+// Passed by value to the CUDA kernel, whose arguments are copied byte for byte: the
+// fields are laid out without padding (8 + 8 x 4 bytes), so no stale stack bytes travel
+// with it (the emulated device read a heap address in the padding after weight_decay).
 struct AdamWStep {
+  int64_t step = 1;  // 1 for the first update (bias correction)
   float lr = 1e-3f;
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
-  int64_t step = 1;         // 1 for the first update (bias correction)
   float grad_scale = 1.0f;  // multiplies every gradient first (averaging)
   // Global-norm clipping read on the device (no host synchronisation): with
   // max_grad_norm > 0, every gradient is also multiplied by
   // clip_factor(grad_sum_sq[0], max_grad_norm).
   float max_grad_norm = 0.0f;
+  float unused = 0.0f;  // fills the last 4 bytes (sizeof is a multiple of 8)
 };
+static_assert(sizeof(AdamWStep) == 40, "AdamWStep must have no padding bytes");
 
 // PyTorch's clip_grad_norm_ without its 1e-6: max_norm / norm where the global norm
 // sqrt(sum_sq) exceeds max_norm, else 1 (and 1 when max_norm <= 0). An infinite norm
