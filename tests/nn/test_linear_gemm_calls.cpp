@@ -113,7 +113,8 @@ TEST(CudaLinearGemmCalls, Bf16ForwardDgradWgradLayouts) {
 }
 
 TEST(CudaLinearGemmCalls, Fp8RecipesIssueTnGemmsWithTheirScaleModes) {
-  // Multiples of 16, hybrid formats: x and W in E4M3, dy in E5M2.
+  // Multiples of 16. x and W in E4M3; dy in E5M2 under the hybrid formats (the default of
+  // the per-tensor modes), in E4M3 under `:e4m3` (the default of row and block).
   const int64_t t = 64, in = 96, out = 80;
   const auto e4 = CUDA_R_8F_E4M3, e5 = CUDA_R_8F_E5M2, bf = CUDA_R_16BF, f32 = CUDA_R_32F;
   const auto T = CUBLAS_OP_T, N = CUBLAS_OP_N;
@@ -121,20 +122,24 @@ TEST(CudaLinearGemmCalls, Fp8RecipesIssueTnGemmsWithTheirScaleModes) {
     const char* name;
     int32_t w, x_or_dy, wgrad;  // scale modes: the weight's, the activations', wgrad's
     bool fast_forward;
+    cudaDataType_t dy;  // dy's FP8 type in dgrad and wgrad
   };
   // (tensor-delayed issues tensor-current's GEMMs; only its scales differ.)
   // block: W in 128x128 blocks (BLK128x128) against 1x128 tiles (VEC128); wgrad reads the
   // transposed copies of x and dy, both 1x128-tiled. Block-scaled GEMMs never ask for fast
   // accumulation; the others do in the forward GEMM only.
-  const Recipe recipes[] = {{"tensor-current", kScalar, kScalar, kScalar, true},
-                            {"row", kOuter, kOuter, kOuter, true},
-                            {"block", kBlk128, kVec128, kVec128, false}};
+  const Recipe recipes[] = {{"tensor-current", kScalar, kScalar, kScalar, true, e5},
+                            {"tensor-current:e4m3", kScalar, kScalar, kScalar, true, e4},
+                            {"row:hybrid", kOuter, kOuter, kOuter, true, e5},
+                            {"row", kOuter, kOuter, kOuter, true, e4},
+                            {"block:hybrid", kBlk128, kVec128, kVec128, false, e5},
+                            {"block", kBlk128, kVec128, kVec128, false, e4}};
   for (const Recipe& r : recipes) {
     run_layer(nn::Precision::fp8, r.name, t, in, out);
     expect_calls(
         {{"forward", out, t, in, e4, e4, bf, T, N, r.w, r.x_or_dy, true, r.fast_forward, 0.0f},
-         {"dgrad", in, t, out, e4, e5, bf, T, N, r.w, r.x_or_dy, true, false, 0.0f},
-         {"wgrad", in, out, t, e4, e5, f32, T, N, r.wgrad, r.wgrad, true, false, 1.0f}},
+         {"dgrad", in, t, out, e4, r.dy, bf, T, N, r.w, r.x_or_dy, true, false, 0.0f},
+         {"wgrad", in, out, t, e4, r.dy, f32, T, N, r.wgrad, r.wgrad, true, false, 1.0f}},
         r.name);
   }
   // mx: Hopper's cuBLASLt has no 1x32 E8M0 mode (3.1.4: VEC32_UE8M0 is 10.0+), so every GEMM
