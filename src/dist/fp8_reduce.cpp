@@ -41,7 +41,8 @@ GradReduceScatter::GradReduceScatter(std::shared_ptr<Comm> comm, const Partition
         std::tuple{fp8_end, p, false}}) {
     if (end == begin) continue;
     Segment s{begin, end, fp8, {}, {}, {}, 0, 0};
-    const auto clamp = [&](int64_t x) { return std::clamp(x, begin, end); };
+    // (lo, hi: clang 14 cannot capture structured bindings)
+    const auto clamp = [lo = begin, hi = end](int64_t x) { return std::clamp(x, lo, hi); };
     s.mine_begin = clamp(partition_.begin(me));
     s.mine_end = clamp(partition_.end(me));
     const int64_t mine = s.mine_end - s.mine_begin;
