@@ -51,9 +51,13 @@ __device__ __forceinline__ float exp_f32(float x) {
   return static_cast<float>(exp(static_cast<double>(x)));
 }
 
+// A kernel argument, copied byte for byte: laid out without padding (the filler takes the
+// 4 bytes after scale, which would otherwise carry stale stack bytes that the emulated
+// device's argument check reads as a host address).
 struct Dims {
   int64_t batch, seq_len, n_heads, n_kv_heads, head_dim, group, width, out_width;
   float scale;
+  float unused = 0.0f;
   __device__ int64_t q(int64_t b, int64_t i, int64_t h) const {
     return (b * seq_len + i) * width + h * head_dim;
   }
@@ -68,6 +72,8 @@ struct Dims {
     return (b * n_heads + h) * seq_len + i;
   }
 };
+
+static_assert(sizeof(Dims) == 8 * 8 + 2 * 4, "Dims must have no padding bytes");
 
 // Query rows r = 0 .. B * H * S - 1, the longest (last query) first: the warp's
 // (b, h, i). Returns false past the end.
