@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +136,43 @@ TEST_F(CudasimErrors, AHostPointerInsideAStructArgumentIsRefused) {
 #endif
   EXPECT_EQ(g_runs, 1);
   cudaFree(dev);
+}
+
+// A whole 8-byte word of padding after `a` (b is 16-aligned) and another at the end.
+struct Padded {
+  int64_t a;
+  alignas(16) int64_t b;
+};
+static_assert(sizeof(Padded) == 32);
+__global__ void padded_kernel(Padded p) {
+  if (threadIdx.x == 0 && p.a == 1 && p.b == 2) ++g_runs;
+}
+
+TEST_F(CudasimErrors, AHostAddressLeftInAStructsPaddingIsNotReported) {
+  // Every word of the struct first holds a stack address, then the fields are assigned: the
+  // padding words keep the address, as a struct copied from reused stack memory can.
+  float on_stack[4] = {};
+  const auto address = reinterpret_cast<uintptr_t>(on_stack);
+  Padded p;
+  for (size_t off = 0; off < sizeof p; off += 8)
+    std::memcpy(reinterpret_cast<char*>(&p) + off, &address, sizeof address);
+  p.a = 1;
+  p.b = 2;
+  alignas(Padded) unsigned char bytes[sizeof(Padded)];
+  cudasim::detail::bytes_without_padding(p, bytes);
+  Padded fields;
+  std::memcpy(&fields, bytes, sizeof fields);
+  EXPECT_EQ(fields.a, 1);
+  EXPECT_EQ(fields.b, 2);
+  for (size_t i : {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31})
+    EXPECT_EQ(bytes[i], 0) << "padding byte " << i;
+  g_runs = 0;
+  CaptureStderr();
+  cudasim::launch(padded_kernel, dim3(1), dim3(32), 0, nullptr, p);
+  EXPECT_EQ(GetCapturedStderr(), "");
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(g_runs, 1);
 }
 
 __global__ void partial_shuffle_kernel(int* out) {
