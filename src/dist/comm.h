@@ -58,7 +58,8 @@ class Comm {
   // what travelled in FP8 (dist/fp8_reduce.h).
   virtual void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at,
                           const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
-  // Non-blocking reduce-scatter of the elements [lo, hi) of full (f32 [p.total()]): rank r's
+  // Non-blocking reduce-scatter of the elements [lo, hi) of full (f32 [p.total()], or f32
+  // [hi - lo] holding just those elements: a bucket): rank r's
   // shard (f32 [p.count(r)]) receives, at its offsets of [lo, hi) ∩ [p.begin(r), p.end(r)),
   // the sum over ranks; neither tensor may be touched until wait_started(). Started
   // as the backward produces each bucket of gradients (ZeRO 2), so that the exchange
@@ -71,6 +72,9 @@ class Comm {
                                 const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
   // Waits for every started collective (NCCL: octet's stream waits for them).
   virtual void wait_started() = 0;
+  // Waits for every started collective but the `keep` (0 to 3) started last: ZeRO 2 writes
+  // a bucket buffer again once the reduce-scatter before the last one has read it.
+  virtual void wait_started_but(int keep) = 0;
   // t (any dtype) on every rank becomes root's t.
   virtual void broadcast(const Tensor& t, int root) = 0;
   virtual void barrier() = 0;

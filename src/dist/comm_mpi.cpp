@@ -113,8 +113,8 @@ class MpiComm final : public Comm {
     check_cpu(full, "reduce_scatter");
     check_cpu(shard, "reduce_scatter");
     OCTET_CHECK(p.ranks() == size_ && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
-                    full.numel() == p.total() && shard.numel() == p.count(rank_) && 0 <= lo &&
-                    lo <= hi && hi <= p.total(),
+                    (full.numel() == p.total() || full.numel() == hi - lo) &&
+                    shard.numel() == p.count(rank_) && 0 <= lo && lo <= hi && hi <= p.total(),
                 "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank_),
                 "] over ", size_, " ranks and a range within them, got ", full.str(), ", ",
                 shard.str(), " and [", lo, ", ", hi, ")");
@@ -125,7 +125,8 @@ class MpiComm final : public Comm {
       counts[static_cast<size_t>(r)] = as_count(b - a, "reduce_scatter");
     }
     const int64_t mine = std::clamp(p.begin(rank_), lo, hi) - p.begin(rank_);
-    check_mpi(MPI_Ireduce_scatter(static_cast<const float*>(full.data) + lo,
+    const int64_t from = full.numel() == p.total() ? lo : 0;  // the whole buffer or a bucket
+    check_mpi(MPI_Ireduce_scatter(static_cast<const float*>(full.data) + from,
                                   static_cast<float*>(shard.data) + mine, counts.data(), MPI_FLOAT,
                                   MPI_SUM, MPI_COMM_WORLD, &requests_[pending_]),
               "MPI_Ireduce_scatter");
@@ -136,6 +137,21 @@ class MpiComm final : public Comm {
     check_mpi(MPI_Waitall(static_cast<int>(pending_), requests_.data(), MPI_STATUSES_IGNORE),
               "MPI_Waitall");
     pending_ = 0;
+  }
+
+  void wait_started_but(int keep) override {
+    const size_t k = static_cast<size_t>(std::max(0, keep));
+    if (pending_ <= k) return;
+    const size_t done = pending_ - k;
+    check_mpi(MPI_Waitall(static_cast<int>(done), requests_.data(), MPI_STATUSES_IGNORE),
+              "MPI_Waitall");
+    // The ones in flight move to the front with their arguments (swapped vectors: the arrays
+    // MPI reads stay where they are).
+    for (size_t i = done; i < pending_; ++i) {
+      std::swap(requests_[i - done], requests_[i]);
+      std::swap(pending_args_[i - done], pending_args_[i]);
+    }
+    pending_ = k;
   }
 
   void broadcast(const Tensor& t, int root) override {

@@ -133,12 +133,15 @@ float GradReduceScatter::global_amax(const Tensor& x, const Tensor& codes) {
 }
 
 void GradReduceScatter::sum_chunks(const Tensor& recv, int64_t at, int64_t mine,
-                                   const Tensor& scale_inv, float* out) {
+                                   const Tensor& scale_inv, float* out, bool accumulate) {
   if (mine == 0) return;
   const Tensor sum = row(out, DType::f32, mine, device_);
   const Tensor term = row(recv_f32_.data(), DType::f32, mine, device_);
   auto* received = static_cast<uint8_t*>(recv.data) + at;
-  kernels::dequantize(row(received, format_, mine, device_), scale_inv, {}, sum);
+  // Accumulating: out + chunk 0 + chunk 1 + ...; else chunk 0 + chunk 1 + ...
+  kernels::dequantize(row(received, format_, mine, device_), scale_inv, {},
+                      accumulate ? term : sum);
+  if (accumulate) kernels::add(sum, term, sum);
   for (int q = 1; q < comm_->size(); ++q) {  // exact terms (code x 2^k), summed in rank order
     kernels::dequantize(row(received + q * mine, format_, mine, device_), scale_inv, {}, term);
     kernels::add(sum, term, sum);
@@ -170,10 +173,15 @@ void GradReduceScatter::start_bucket(const Tensor& full, const Tensor& shard, in
                   used_buckets_ < static_cast<int>(buckets_.size()),
               "fp8 reduce", "bucket [", lo, ", ", hi, ") outside the FP8 range [", fp8_begin_, ", ",
               fp8_end_, ") or more than ", buckets_.size(), " buckets in a step");
+  OCTET_CHECK(
+      full.dtype == DType::f32 && (full.numel() == partition_.total() || full.numel() == hi - lo),
+      "fp8 reduce", "bucket [", lo, ", ", hi, ") from ", full.str(), ": needs f32 [",
+      partition_.total(), "] or f32 [", hi - lo, "]");
   Bucket& b = buckets_[static_cast<size_t>(used_buckets_++)];
   b.lo = lo;
   b.hi = hi;
-  const Tensor x = row(static_cast<float*>(full.data) + lo, DType::f32, hi - lo, device_);
+  const int64_t from = full.numel() == partition_.total() ? lo : 0;  // whole or a bucket
+  const Tensor x = row(static_cast<float*>(full.data) + from, DType::f32, hi - lo, device_);
   const Tensor codes =
       row(static_cast<uint8_t*>(codes_.data()) + (lo - fp8_begin_), format_, hi - lo, device_);
   const float amax = global_amax(x, codes);
@@ -204,7 +212,7 @@ void GradReduceScatter::start_bucket(const Tensor& full, const Tensor& shard, in
                           b.recv_at);
 }
 
-void GradReduceScatter::finish_buckets(const Tensor& shard) {
+void GradReduceScatter::finish_buckets(const Tensor& shard, bool accumulate) {
   const int me = comm_->rank();
   const Tensor recv = recv_codes_.tensor(format_, {static_cast<int64_t>(recv_codes_.bytes())});
   auto* scalars = static_cast<float*>(scalars_.data());
@@ -214,7 +222,7 @@ void GradReduceScatter::finish_buckets(const Tensor& shard) {
     const int64_t from = std::clamp(partition_.begin(me), b.lo, b.hi),
                   to = std::clamp(partition_.end(me), b.lo, b.hi);
     sum_chunks(recv, b.recv_at[0], to - from, Tensor(scalars + 3 + k, DType::f32, {1, 1}, device_),
-               static_cast<float*>(shard.data) + (from - partition_.begin(me)));
+               static_cast<float*>(shard.data) + (from - partition_.begin(me)), accumulate);
   }
   used_buckets_ = 0;
 }

@@ -42,14 +42,17 @@ class GradReduceScatter {
   // read only); shard: f32 [partition.count(rank)], the sum over ranks of its elements.
   void run(const Tensor& full, const Tensor& shard);
 
-  // ZeRO 2: the FP8 range's bucket [lo, hi), which the backward has just completed, gets
+  // ZeRO 2: the FP8 range's bucket [lo, hi) (full: f32 [P], or f32 [hi - lo] holding just
+  // the bucket's elements), which the backward has just completed, gets
   // its own shared scale (the bucket's global amax: one blocking scalar all-reduce, read
   // back) and its exchange started (Comm::start_all_to_all); buckets are disjoint. After
   // Comm::wait_started(), finish_buckets() sums every started bucket into shard (f32
-  // [partition.count(rank)]). A bucket with a non-finite amax is reduce-scattered in f32.
+  // [partition.count(rank)]), or with `accumulate` adds the sum to what shard holds (the
+  // micro-batches of one step). A bucket with a non-finite amax is reduce-scattered in f32
+  // (over what shard held: non-finite either way, the step is skipped).
   // The bound above holds with the range's scale: a bucket's scale is at least that.
   void start_bucket(const Tensor& full, const Tensor& shard, int64_t lo, int64_t hi);
-  void finish_buckets(const Tensor& shard);
+  void finish_buckets(const Tensor& shard, bool accumulate = false);
 
   // Bytes this rank sends to the other ranks per run() (the FP8 range as codes, the rest
   // as f32, plus the amax all-reduce's 4), and what the all-f32 reduce-scatter would send.
@@ -75,8 +78,8 @@ class GradReduceScatter {
   float global_amax(const Tensor& x, const Tensor& codes);
   // recv's N chunks of `mine` codes from `at` dequantized with scale_inv and summed in rank
   // order into out.
-  void sum_chunks(const Tensor& recv, int64_t at, int64_t mine, const Tensor& scale_inv,
-                  float* out);
+  void sum_chunks(const Tensor& recv, int64_t at, int64_t mine, const Tensor& scale_inv, float* out,
+                  bool accumulate = false);
   struct Bucket {
     int64_t lo = 0, hi = 0;
     bool fp8 = false;
