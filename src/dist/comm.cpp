@@ -42,6 +42,10 @@ class SingleComm final : public Comm {
                         const std::vector<int64_t>& recv_at) override {
     all_to_all(send, send_at, recv, recv_at);
   }
+  void gather(const Tensor& t, const Partition& p, int) override {
+    OCTET_CHECK(t.numel() == p.total(), "gather", "one rank: expected [", p.total(), "], got ",
+                t.str());
+  }
   void wait_started() override {}
   void wait_started_but(int) override {}
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,

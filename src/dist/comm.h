@@ -51,6 +51,11 @@ class Comm {
   // In place: every rank's elements [p.begin(r), p.end(r)) of full (any dtype, p counting
   // elements) are copied into full on every other rank.
   virtual void all_gather(const Tensor& full, const Partition& p) = 0;
+  // In place on root: every other rank's t (any dtype) is its part [p.count(rank)], and root's
+  // t [p.total()] receives each rank r's part at [p.begin(r), p.end(r)) (its own is in place):
+  // what only root needs whole (a checkpoint's model.safetensors), without the others
+  // holding it whole.
+  virtual void gather(const Tensor& t, const Partition& p, int root) = 0;
   // Every rank sends to every rank q (itself included) send's elements [send_at[q],
   // send_at[q + 1]) and receives into recv's elements [recv_at[q], recv_at[q + 1]) what
   // rank q sent it. Any dtype, moved as bytes; send_at and recv_at hold size() + 1

@@ -88,6 +88,29 @@ class MpiComm final : public Comm {
               "MPI_Allgatherv");
   }
 
+  void gather(const Tensor& t, const Partition& p, int root) override {
+    check_cpu(t, "gather");
+    const int64_t mine = rank_ == root ? p.total() : p.count(rank_);
+    OCTET_CHECK(p.ranks() == size_ && t.numel() == mine, "gather", "expected [", mine, "] over ",
+                size_, " ranks on rank ", rank_, " (root ", root, "), got ", t.str());
+    const int64_t width = static_cast<int64_t>(dtype_size(t.dtype));
+    if (rank_ != root) {
+      check_mpi(MPI_Gatherv(t.data, as_count(mine * width, "gather"), MPI_BYTE, nullptr, nullptr,
+                            nullptr, MPI_BYTE, root, MPI_COMM_WORLD),
+                "MPI_Gatherv");
+      return;
+    }
+    counts_.assign(static_cast<size_t>(size_), 0);
+    displs_.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) {
+      counts_[static_cast<size_t>(r)] = as_count(p.count(r) * width, "gather");
+      displs_[static_cast<size_t>(r)] = as_count(p.begin(r) * width, "gather");
+    }
+    check_mpi(MPI_Gatherv(MPI_IN_PLACE, 0, MPI_BYTE, t.data, counts_.data(), displs_.data(),
+                          MPI_BYTE, root, MPI_COMM_WORLD),
+              "MPI_Gatherv");
+  }
+
   // MPI_Alltoallv over bytes: the chunks are FP8 codes or f32, summed by the caller in
   // fp32 (an MPI_Op over FP8 bytes would have to round every partial sum to FP8).
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,

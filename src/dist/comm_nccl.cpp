@@ -99,6 +99,29 @@ class NcclComm final : public Comm {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }
 
+  // A group of ncclSend to root and, on root, one ncclRecv per other rank.
+  void gather(const Tensor& t, const Partition& p, int root) override {
+    check_cuda_tensor(t, "gather");
+    const int me = rank();
+    const int64_t mine = me == root ? p.total() : p.count(me);
+    OCTET_CHECK(p.ranks() == size() && t.numel() == mine, "gather", "expected [", mine, "] over ",
+                size(), " ranks on rank ", me, " (root ", root, "), got ", t.str());
+    const size_t width = dtype_size(t.dtype);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    if (me != root && mine > 0) {
+      check_nccl(
+          ncclSend(t.data, static_cast<size_t>(mine) * width, ncclUint8, root, comm_, stream()),
+          "ncclSend");
+    }
+    for (int r = 0; me == root && r < size(); ++r) {
+      if (r == root || p.count(r) == 0) continue;
+      check_nccl(ncclRecv(static_cast<char*>(t.data) + static_cast<size_t>(p.begin(r)) * width,
+                          static_cast<size_t>(p.count(r)) * width, ncclUint8, r, comm_, stream()),
+                 "ncclRecv");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
   // One group of ncclSend/ncclRecv per peer (itself included), bytes: NCCL's own FP8 sum
   // would round every partial sum to FP8; the caller sums the chunks in fp32.
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,

@@ -311,6 +311,13 @@ void DataParallel::gather_whole_master() {
   comm_->all_gather(model_.master(), partition_);
 }
 
+void DataParallel::gather_master_on_root() {
+  if (model_.master_whole()) return;
+  const bool root = comm_->rank() == 0;
+  if (root) model_.shard_master(0, partition_.total());
+  comm_->gather(root ? model_.master() : model_.master_shard(), partition_, 0);
+}
+
 void DataParallel::reshard_master() {
   if (zero_ >= 1)
     model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));

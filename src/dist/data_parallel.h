@@ -103,6 +103,9 @@ class DataParallel {
   // model.safetensors), and afterwards sharded again (no-ops unless ZeRO 1).
   void gather_whole_master();
   void reshard_master();
+  // The same on rank 0 only (the others keep their shard and send it): what a checkpoint's
+  // model.safetensors needs; reshard_master() afterwards.
+  void gather_master_on_root();
   // The whole fp32 master into full (f32 [P], e.g. another model's master): a copy, or
   // under ZeRO 1 each rank's shard gathered. Every rank calls it.
   void gather_master(const Tensor& full);
