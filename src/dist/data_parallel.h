@@ -55,6 +55,8 @@ class DataParallel {
   // The f32 gradient bytes this rank holds: the model's buffer (ZeRO 0 and 1: all P), the
   // reduced shard (ZeRO 1 and 2), the buckets (ZeRO 2).
   size_t gradient_bytes() const;
+  // The AdamW moments' bytes this rank holds (ZeRO 0: 2 x 4P; ZeRO 1 and 2: its shard's).
+  size_t moment_bytes() const { return m_.bytes() + v_.bytes(); }
 
   // One optimizer step after the local backward passes: reduces the gradients, writes the
   // global sum of their squares into grad_sum_sq (f32[1]), clips, updates with AdamW at
