@@ -114,7 +114,7 @@ void DataParallel::start_bucket(const GradBucket& b) {
     }
   }
   if (fp8) {
-    fp8_grads_->start_bucket(grads, shard, b.lo, b.hi);
+    fp8_grads_->start_bucket(grads, b.lo, b.hi);
   } else {
     comm_->start_reduce_scatter(grads, shard, partition_, b.lo, b.hi);
   }
