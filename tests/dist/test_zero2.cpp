@@ -169,5 +169,41 @@ TEST(Zero2, GradientsHoldOnlyTheShardAndTheBuckets) {
   }
 }
 
+// The trainer skips a step whose global gradient norm is not finite (finite_step_or_undo):
+// under ZeRO 2 a NaN that one rank's backward writes into a bucket reaches that norm on every
+// rank, through the slots, with and without accumulation; a clean step's norm is finite.
+TEST(Zero2, ANonFiniteGradientReachesEveryRanksNorm) {
+  const std::shared_ptr<Comm> comm = world();
+  model::LlamaConfig config;
+  model::ModelOptions options;
+  options.precision = nn::Precision::fp32;  // the master is the working weights: poisonable
+  options.seq_len = 16;
+  for (int64_t accum : {1, 2}) {
+    for (bool poison : {false, true}) {
+      model::Llama model(config, options);
+      model.init_weights(7);
+      DataParallel dp(comm, model, 2, {}, 64 << 10);  // a bucket per layer and two slots
+      // Rank 0's layer 1 down_proj (a middle bucket) gets a NaN weight: its gradient and
+      // everything below it in the backward go NaN on rank 0 only.
+      if (poison && comm->rank() == 0) {
+        const model::ParamInfo& w = model.param("model.layers.1.mlp.down_proj.weight");
+        model.master().as<float>()[w.offset + 3] = std::nanf("");
+      }
+      std::vector<int32_t> ids(16);
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + 3) % 256);
+      const Tensor t(ids.data(), DType::i32, {1, 16});
+      model.zero_grads();
+      for (int64_t micro = 0; micro < accum; ++micro) {
+        model.forward(t, t, 1.0f / 32);
+        if (micro + 1 == accum) dp.last_micro_batch();
+        model.backward();
+      }
+      float sum_sq = -1;
+      dp.reduce_gradients(Tensor(&sum_sq, DType::f32, {1}));
+      EXPECT_EQ(std::isfinite(sum_sq), !poison) << "accum " << accum << " poison " << poison;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace octet::dist
