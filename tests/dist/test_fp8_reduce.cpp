@@ -211,5 +211,35 @@ TEST(Fp8Reduce, NonFiniteBucketsArriveNonFinite) {
   }
 }
 
+// ZeRO 2 with accumulation: a later micro-batch's buckets are added on receipt to what the
+// shard holds. Small integers (exact in E5M2 at any power-of-two scale that keeps them
+// normal, their sums exact in fp32) make the expected shard exact: the sum over ranks and
+// micro-batches.
+TEST(Fp8Reduce, AccumulatedBucketsAddToTheShard) {
+  Comm& c = *world();
+  const int n = c.size(), r = c.rank();
+  const Partition part(12, n);
+  auto value = [](int rank, int micro, int64_t i) {
+    return static_cast<float>(((i + 3 * rank + 5 * micro) % 4) + 1) * (i % 2 ? 1.0f : -1.0f);
+  };
+  std::vector<float> got(12, -1.0f);
+  const Tensor shard(got.data(), DType::f32, {part.count(r)});
+  GradReduceScatter fp8(world(), part, 0, 12, DType::e5m2, Device::cpu(), 2);
+  for (int micro = 0; micro < 2; ++micro) {
+    std::vector<float> full(12);
+    for (int64_t i = 0; i < 12; ++i) full[static_cast<size_t>(i)] = value(r, micro, i);
+    fp8.start_bucket(Tensor(full.data() + 7, DType::f32, {5}), 7, 12);
+    fp8.start_bucket(Tensor(full.data(), DType::f32, {7}), 0, 7);
+    c.wait_started();
+    fp8.finish_buckets(shard, /*accumulate=*/micro > 0);
+  }
+  for (int64_t i = part.begin(r); i < part.end(r); ++i) {
+    float want = 0;
+    for (int micro = 0; micro < 2; ++micro)
+      for (int q = 0; q < n; ++q) want += value(q, micro, i);
+    EXPECT_EQ(got[static_cast<size_t>(i - part.begin(r))], want) << "element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace octet::dist
