@@ -190,8 +190,13 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
   t->add_option("--zero", c->zero,
                 "under mpirun: 0 (gradients all-reduced) or 1 (AdamW state sharded, gradients "
                 "reduce-scattered, weights all-gathered) or 2 (and the gradients reduce-scattered "
-                "in per-layer buckets during the backward); default 1")
+                "in buckets of --bucket-mb during the backward); default 1")
       ->check(CLI::Range(0, 2));
+  t->add_option("--bucket-mb", c->bucket_mb,
+                "--zero 2: the gradient buckets' size in MiB (consecutive layers grouped up to "
+                "it; a larger layer is a bucket alone)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   add_parsed(*t, "--fp8-comm", c->fp8_comm, dist::fp8_comm_from_name,
              "under mpirun and --precision fp8: none or grads (the block linears' gradients "
              "reduce-scattered in FP8; the FP8 weight all-gather is not built yet)")

@@ -29,20 +29,25 @@ class SingleComm final : public Comm {
   void start_reduce_scatter(const Tensor& full, const Tensor& shard, const Partition& p, int64_t lo,
                             int64_t hi) override {
     OCTET_CHECK(full.dtype == DType::f32 && shard.dtype == DType::f32 &&
-                    full.numel() == p.total() && shard.numel() == p.count(0) && 0 <= lo &&
-                    lo <= hi && hi <= p.total(),
+                    (full.numel() == p.total() || full.numel() == hi - lo) &&
+                    shard.numel() == p.count(0) && 0 <= lo && lo <= hi && hi <= p.total(),
                 "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(0),
                 "] and a range within them, got ", full.str(), ", ", shard.str(), " and [", lo,
                 ", ", hi, ")");
     copy_bytes(static_cast<float*>(shard.data) + lo, shard.device,
-               static_cast<const float*>(full.data) + lo, full.device,
-               static_cast<size_t>(hi - lo) * 4);
+               static_cast<const float*>(full.data) + (full.numel() == p.total() ? lo : 0),
+               full.device, static_cast<size_t>(hi - lo) * 4);
   }
   void start_all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
                         const std::vector<int64_t>& recv_at) override {
     all_to_all(send, send_at, recv, recv_at);
   }
+  void gather(const Tensor& t, const Partition& p, int) override {
+    OCTET_CHECK(t.numel() == p.total(), "gather", "one rank: expected [", p.total(), "], got ",
+                t.str());
+  }
   void wait_started() override {}
+  void wait_started_but(int) override {}
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
                   const std::vector<int64_t>& recv_at) override {
     OCTET_CHECK(send.dtype == recv.dtype && send_at.size() == 2 && recv_at.size() == 2 &&

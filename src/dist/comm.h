@@ -51,6 +51,11 @@ class Comm {
   // In place: every rank's elements [p.begin(r), p.end(r)) of full (any dtype, p counting
   // elements) are copied into full on every other rank.
   virtual void all_gather(const Tensor& full, const Partition& p) = 0;
+  // In place on root: every other rank's t (any dtype) is its part [p.count(rank)], and root's
+  // t [p.total()] receives each rank r's part at [p.begin(r), p.end(r)) (its own is in place):
+  // what only root needs whole (a checkpoint's model.safetensors), without the others
+  // holding it whole.
+  virtual void gather(const Tensor& t, const Partition& p, int root) = 0;
   // Every rank sends to every rank q (itself included) send's elements [send_at[q],
   // send_at[q + 1]) and receives into recv's elements [recv_at[q], recv_at[q + 1]) what
   // rank q sent it. Any dtype, moved as bytes; send_at and recv_at hold size() + 1
@@ -58,7 +63,8 @@ class Comm {
   // what travelled in FP8 (dist/fp8_reduce.h).
   virtual void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at,
                           const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
-  // Non-blocking reduce-scatter of the elements [lo, hi) of full (f32 [p.total()]): rank r's
+  // Non-blocking reduce-scatter of the elements [lo, hi) of full (f32 [p.total()], or f32
+  // [hi - lo] holding just those elements: a bucket): rank r's
   // shard (f32 [p.count(r)]) receives, at its offsets of [lo, hi) ∩ [p.begin(r), p.end(r)),
   // the sum over ranks; neither tensor may be touched until wait_started(). Started
   // as the backward produces each bucket of gradients (ZeRO 2), so that the exchange
@@ -71,6 +77,9 @@ class Comm {
                                 const Tensor& recv, const std::vector<int64_t>& recv_at) = 0;
   // Waits for every started collective (NCCL: octet's stream waits for them).
   virtual void wait_started() = 0;
+  // Waits for every started collective but the `keep` (0 to 3) started last: ZeRO 2 writes
+  // a bucket buffer again once the reduce-scatter before the last one has read it.
+  virtual void wait_started_but(int keep) = 0;
   // t (any dtype) on every rank becomes root's t.
   virtual void broadcast(const Tensor& t, int root) = 0;
   virtual void barrier() = 0;

@@ -88,6 +88,29 @@ class MpiComm final : public Comm {
               "MPI_Allgatherv");
   }
 
+  void gather(const Tensor& t, const Partition& p, int root) override {
+    check_cpu(t, "gather");
+    const int64_t mine = rank_ == root ? p.total() : p.count(rank_);
+    OCTET_CHECK(p.ranks() == size_ && t.numel() == mine, "gather", "expected [", mine, "] over ",
+                size_, " ranks on rank ", rank_, " (root ", root, "), got ", t.str());
+    const int64_t width = static_cast<int64_t>(dtype_size(t.dtype));
+    if (rank_ != root) {
+      check_mpi(MPI_Gatherv(t.data, as_count(mine * width, "gather"), MPI_BYTE, nullptr, nullptr,
+                            nullptr, MPI_BYTE, root, MPI_COMM_WORLD),
+                "MPI_Gatherv");
+      return;
+    }
+    counts_.assign(static_cast<size_t>(size_), 0);
+    displs_.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) {
+      counts_[static_cast<size_t>(r)] = as_count(p.count(r) * width, "gather");
+      displs_[static_cast<size_t>(r)] = as_count(p.begin(r) * width, "gather");
+    }
+    check_mpi(MPI_Gatherv(MPI_IN_PLACE, 0, MPI_BYTE, t.data, counts_.data(), displs_.data(),
+                          MPI_BYTE, root, MPI_COMM_WORLD),
+              "MPI_Gatherv");
+  }
+
   // MPI_Alltoallv over bytes: the chunks are FP8 codes or f32, summed by the caller in
   // fp32 (an MPI_Op over FP8 bytes would have to round every partial sum to FP8).
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
@@ -113,8 +136,8 @@ class MpiComm final : public Comm {
     check_cpu(full, "reduce_scatter");
     check_cpu(shard, "reduce_scatter");
     OCTET_CHECK(p.ranks() == size_ && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
-                    full.numel() == p.total() && shard.numel() == p.count(rank_) && 0 <= lo &&
-                    lo <= hi && hi <= p.total(),
+                    (full.numel() == p.total() || full.numel() == hi - lo) &&
+                    shard.numel() == p.count(rank_) && 0 <= lo && lo <= hi && hi <= p.total(),
                 "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank_),
                 "] over ", size_, " ranks and a range within them, got ", full.str(), ", ",
                 shard.str(), " and [", lo, ", ", hi, ")");
@@ -125,7 +148,8 @@ class MpiComm final : public Comm {
       counts[static_cast<size_t>(r)] = as_count(b - a, "reduce_scatter");
     }
     const int64_t mine = std::clamp(p.begin(rank_), lo, hi) - p.begin(rank_);
-    check_mpi(MPI_Ireduce_scatter(static_cast<const float*>(full.data) + lo,
+    const int64_t from = full.numel() == p.total() ? lo : 0;  // the whole buffer or a bucket
+    check_mpi(MPI_Ireduce_scatter(static_cast<const float*>(full.data) + from,
                                   static_cast<float*>(shard.data) + mine, counts.data(), MPI_FLOAT,
                                   MPI_SUM, MPI_COMM_WORLD, &requests_[pending_]),
               "MPI_Ireduce_scatter");
@@ -136,6 +160,21 @@ class MpiComm final : public Comm {
     check_mpi(MPI_Waitall(static_cast<int>(pending_), requests_.data(), MPI_STATUSES_IGNORE),
               "MPI_Waitall");
     pending_ = 0;
+  }
+
+  void wait_started_but(int keep) override {
+    const size_t k = static_cast<size_t>(std::max(0, keep));
+    if (pending_ <= k) return;
+    const size_t done = pending_ - k;
+    check_mpi(MPI_Waitall(static_cast<int>(done), requests_.data(), MPI_STATUSES_IGNORE),
+              "MPI_Waitall");
+    // The ones in flight move to the front with their arguments (swapped vectors: the arrays
+    // MPI reads stay where they are).
+    for (size_t i = done; i < pending_; ++i) {
+      std::swap(requests_[i - done], requests_[i]);
+      std::swap(pending_args_[i - done], pending_args_[i]);
+    }
+    pending_ = k;
   }
 
   void broadcast(const Tensor& t, int root) override {

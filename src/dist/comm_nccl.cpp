@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 
@@ -40,12 +41,15 @@ class NcclComm final : public Comm {
     check_cuda(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate");
     check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     check_cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+    for (cudaEvent_t& e : marks_)
+      check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~NcclComm() override {
     if (comm_) ncclCommDestroy(comm_);
     if (side_) {
       cudaEventDestroy(ready_);
       cudaEventDestroy(done_);
+      for (cudaEvent_t e : marks_) cudaEventDestroy(e);
       cudaStreamDestroy(side_);
     }
   }
@@ -95,6 +99,29 @@ class NcclComm final : public Comm {
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }
 
+  // A group of ncclSend to root and, on root, one ncclRecv per other rank.
+  void gather(const Tensor& t, const Partition& p, int root) override {
+    check_cuda_tensor(t, "gather");
+    const int me = rank();
+    const int64_t mine = me == root ? p.total() : p.count(me);
+    OCTET_CHECK(p.ranks() == size() && t.numel() == mine, "gather", "expected [", mine, "] over ",
+                size(), " ranks on rank ", me, " (root ", root, "), got ", t.str());
+    const size_t width = dtype_size(t.dtype);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    if (me != root && mine > 0) {
+      check_nccl(
+          ncclSend(t.data, static_cast<size_t>(mine) * width, ncclUint8, root, comm_, stream()),
+          "ncclSend");
+    }
+    for (int r = 0; me == root && r < size(); ++r) {
+      if (r == root || p.count(r) == 0) continue;
+      check_nccl(ncclRecv(static_cast<char*>(t.data) + static_cast<size_t>(p.begin(r)) * width,
+                          static_cast<size_t>(p.count(r)) * width, ncclUint8, r, comm_, stream()),
+                 "ncclRecv");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
   // One group of ncclSend/ncclRecv per peer (itself included), bytes: NCCL's own FP8 sum
   // would round every partial sum to FP8; the caller sums the chunks in fp32.
   void all_to_all(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
@@ -108,7 +135,7 @@ class NcclComm final : public Comm {
     check_cuda(cudaEventRecord(ready_, stream()), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent");
     exchange(send, send_at, recv, recv_at, side_);
-    pending_ = true;
+    started();
   }
 
   // The bucket's per-rank reduces on a second stream, once octet's stream has produced
@@ -118,25 +145,26 @@ class NcclComm final : public Comm {
     check_cuda_tensor(full, "reduce_scatter");
     check_cuda_tensor(shard, "reduce_scatter");
     OCTET_CHECK(p.ranks() == size() && full.dtype == DType::f32 && shard.dtype == DType::f32 &&
-                    full.numel() == p.total() && shard.numel() == p.count(rank()) && 0 <= lo &&
-                    lo <= hi && hi <= p.total(),
+                    (full.numel() == p.total() || full.numel() == hi - lo) &&
+                    shard.numel() == p.count(rank()) && 0 <= lo && lo <= hi && hi <= p.total(),
                 "reduce_scatter", "expected f32 [", p.total(), "] and f32 [", p.count(rank()),
                 "] over ", size(), " ranks and a range within them, got ", full.str(), ", ",
                 shard.str(), " and [", lo, ", ", hi, ")");
     check_cuda(cudaEventRecord(ready_, stream()), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(side_, ready_, 0), "cudaStreamWaitEvent");
+    const int64_t from = full.numel() == p.total() ? 0 : lo;  // the whole buffer or a bucket
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (int r = 0; r < size(); ++r) {
       const int64_t a = std::clamp(p.begin(r), lo, hi), b = std::clamp(p.end(r), lo, hi);
       if (b == a) continue;
       check_nccl(
-          ncclReduce(static_cast<const float*>(full.data) + a,
+          ncclReduce(static_cast<const float*>(full.data) + (a - from),
                      r == rank() ? static_cast<float*>(shard.data) + (a - p.begin(r)) : nullptr,
                      static_cast<size_t>(b - a), ncclFloat32, ncclSum, r, comm_, side_),
           "ncclReduce");
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    pending_ = true;
+    started();
   }
 
   void wait_started() override {
@@ -144,6 +172,17 @@ class NcclComm final : public Comm {
     check_cuda(cudaEventRecord(done_, side_), "cudaEventRecord");
     check_cuda(cudaStreamWaitEvent(stream(), done_, 0), "cudaStreamWaitEvent");
     pending_ = false;
+  }
+
+  // The side stream runs the started collectives in order: octet's stream waits for the
+  // mark recorded after the one `keep` before the last.
+  void wait_started_but(int keep) override {
+    OCTET_CHECK(0 <= keep && keep < kMarks, "wait_started_but", "keeps 0 to ", kMarks - 1,
+                " collectives in flight, not ", keep);
+    if (started_count_ <= keep) return;
+    const int64_t last_done = started_count_ - keep - 1;
+    check_cuda(cudaStreamWaitEvent(stream(), marks_[static_cast<size_t>(last_done % kMarks)], 0),
+               "cudaStreamWaitEvent");
   }
 
   void broadcast(const Tensor& t, int root) override {
@@ -167,6 +206,12 @@ class NcclComm final : public Comm {
 
  private:
   static cudaStream_t stream() { return static_cast<cudaStream_t>(cuda_stream()); }
+  void started() {
+    pending_ = true;
+    check_cuda(cudaEventRecord(marks_[static_cast<size_t>(started_count_ % kMarks)], side_),
+               "cudaEventRecord");
+    ++started_count_;
+  }
   void exchange(const Tensor& send, const std::vector<int64_t>& send_at, const Tensor& recv,
                 const std::vector<int64_t>& recv_at, cudaStream_t on) {
     check_cuda_tensor(send, "all_to_all");
@@ -200,6 +245,10 @@ class NcclComm final : public Comm {
   cudaStream_t side_ = nullptr;  // start_reduce_scatter's stream
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   bool pending_ = false;
+  // A mark after each started collective, the last kMarks kept (wait_started_but()).
+  static constexpr int kMarks = 4;
+  std::array<cudaEvent_t, kMarks> marks_{};
+  int64_t started_count_ = 0;
 };
 
 }  // namespace

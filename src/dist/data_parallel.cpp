@@ -1,10 +1,11 @@
-// dist/data_parallel.cpp: the data-parallel optimizer step, ZeRO 0 and 1.
+// dist/data_parallel.cpp: the data-parallel optimizer step, ZeRO 0, 1 and 2.
 #include "dist/data_parallel.h"
 
 #include <algorithm>
 #include <string>
 
 #include "core/error.h"
+#include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
 
 namespace octet::dist {
@@ -24,7 +25,7 @@ Buffer f32_buffer(Device device, int64_t n) {
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero,
-                           const AdamWConfig& adamw)
+                           const AdamWConfig& adamw, int64_t bucket_bytes)
     : comm_(std::move(comm)), model_(model), zero_(zero), adamw_(adamw) {
   OCTET_CHECK(zero >= 0 && zero <= 2, "dist", "--zero ", zero,
               " is not available: 0 (all-reduce), 1 (sharded optimizer state) or 2 (and "
@@ -42,14 +43,10 @@ DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int 
     model_.shard_master(partition_.begin(comm_->rank()), partition_.end(comm_->rank()));
   }
   if (zero == 2) {
-    const model::LlamaConfig& c = model.config();
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      const std::string layer = "model.layers." + std::to_string(l) + ".";
-      const model::ParamInfo& q = model.param(layer + "self_attn.q_proj.weight");
-      const model::ParamInfo& down = model.param(layer + "mlp.down_proj.weight");
-      layer_buckets_.emplace_back(q.offset, down.offset + down.shape.numel());
-    }
-    model_.set_backward_hook([this](int64_t layer) { on_backward(layer); });
+    // The backward writes the gradients into the buckets: the model's buffer of all P goes.
+    buckets_ = std::make_unique<GradBuckets>(model, bucket_bytes);
+    model_.place_grads(buckets_->placement());
+    model_.set_backward_hook([this](int64_t hook) { on_backward(hook); });
   }
 }
 
@@ -61,33 +58,72 @@ void DataParallel::last_micro_batch() {
   armed_ = zero_ == 2;
 }
 
-void DataParallel::on_backward(int64_t layer) {
-  if (!armed_) return;
-  const Tensor grads = model_.grads();
+Tensor DataParallel::grad_shard() const {
   const int64_t count = partition_.count(comm_->rank());
-  const Tensor shard =
-      range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, count)}), 0, count);
-  if (layer >= 0) {
-    // A layer's matrices: under --fp8-comm grads in FP8 at the layer's own scale.
-    const auto [lo, hi] = layer_buckets_[static_cast<size_t>(layer)];
-    if (fp8_grads_) {
-      fp8_grads_->start_bucket(grads, shard, lo, hi);
-    } else {
-      comm_->start_reduce_scatter(grads, shard, partition_, lo, hi);
-    }
-    ++buckets_started_;
-  } else {
-    // The rest: the embedding before layer 0's matrices; the LM head and the norm weights
-    // after the last layer's (no layers: everything).
-    const int64_t first =
-        layer_buckets_.empty() ? partition_.total() : layer_buckets_.front().first;
-    const int64_t last = layer_buckets_.empty() ? partition_.total() : layer_buckets_.back().second;
-    comm_->start_reduce_scatter(grads, shard, partition_, 0, first);
-    comm_->start_reduce_scatter(grads, shard, partition_, last, partition_.total());
-    buckets_started_ += 2;
-    armed_ = false;
+  return range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, count)}), 0, count);
+}
+
+size_t DataParallel::gradient_bytes() const {
+  return model_.grad_bytes() + grad_shard_.bytes() + (buckets_ ? buckets_->bytes() : 0);
+}
+
+void DataParallel::on_backward(int64_t hook) {
+  const std::vector<GradBucket>& all = buckets_->buckets();
+  const auto slotted = static_cast<size_t>(buckets_->slotted());
+  for (size_t k = 0; k < slotted; ++k) {
+    if (all[k].done_at != hook) continue;
+    start_bucket(all[k]);
+    if (k + 1 == slotted) continue;
+    // Bucket k + 1 is written next, into the slot of bucket k - 1: once that one's
+    // reduce-scatter is done (all but bucket k's, just started).
+    if (k + 1 >= 2) comm_->wait_started_but(1);
+    const Tensor next = buckets_->storage(all[k + 1]);
+    zero_bytes(next.data, next.device, next.nbytes());
   }
-  started_ = true;
+  if (hook != -1) return;
+  // The end of the backward: the norm weights (and a tied embedding) too.
+  for (size_t k = slotted; k < all.size(); ++k) start_bucket(all[k]);
+  if (armed_) {  // the step's last micro-batch: reduce_gradients() waits
+    armed_ = false;
+    started_ = true;
+    return;
+  }
+  // An earlier micro-batch: its sum joins the shard before the next backward writes the
+  // buckets again, from the first one and those with memory of their own.
+  finish_started();
+  ++micro_;
+  for (size_t k = 0; k < all.size(); ++k) {
+    if (k != 0 && k < slotted) continue;
+    const Tensor t = buckets_->storage(all[k]);
+    zero_bytes(t.data, t.device, t.nbytes());
+  }
+}
+
+void DataParallel::start_bucket(const GradBucket& b) {
+  const Tensor grads = buckets_->storage(b), shard = grad_shard();
+  const bool fp8 = fp8_grads_ && b.first_layer >= 0;  // a group of layers' matrices
+  if (micro_ > 0 && !fp8) {
+    // The earlier micro-batches' sum joins this rank's part of the bucket; the
+    // reduce-scatter then writes the step's total over it. (FP8 buckets add on receipt.)
+    const int r = comm_->rank();
+    const int64_t from = std::max(b.lo, partition_.begin(r)),
+                  to = std::min(b.hi, partition_.end(r));
+    if (to > from) {
+      const Tensor mine = range(grads, from - b.lo, to - b.lo);
+      kernels::add(mine, range(shard, from - partition_.begin(r), to - partition_.begin(r)), mine);
+    }
+  }
+  if (fp8) {
+    fp8_grads_->start_bucket(grads, b.lo, b.hi);
+  } else {
+    comm_->start_reduce_scatter(grads, shard, partition_, b.lo, b.hi);
+  }
+  ++buckets_started_;
+}
+
+void DataParallel::finish_started() {
+  comm_->wait_started();
+  if (fp8_grads_) fp8_grads_->finish_buckets(grad_shard(), micro_ > 0);
 }
 
 void DataParallel::use_fp8_gradients() {
@@ -98,10 +134,13 @@ void DataParallel::use_fp8_gradients() {
   const model::ParamInfo& last = model_.param(
       "model.layers." + std::to_string(c.num_hidden_layers - 1) + ".mlp.down_proj.weight");
   const Device device = model_.options().device;
+  int layer_buckets = 0;  // ZeRO 2: the buckets of layers' matrices, started in FP8
+  if (buckets_) {
+    for (const GradBucket& b : buckets_->buckets()) layer_buckets += b.first_layer >= 0;
+  }
   fp8_grads_ = std::make_unique<GradReduceScatter>(
       comm_, partition_, first.offset, last.offset + last.shape.numel(),
-      model_.options().recipe.format(fp8::Role::gradient), device,
-      static_cast<int>(layer_buckets_.size()));
+      model_.options().recipe.format(fp8::Role::gradient), device, layer_buckets);
   // ZeRO 0 holds the reduced gradients whole: the FP8 reduce-scatter, then an all-gather.
   if (zero_ == 0 && !grad_shard_.data())
     grad_shard_ = f32_buffer(device, partition_.count(comm_->rank()));
@@ -133,19 +172,18 @@ void DataParallel::step(int64_t step, double lr, const Tensor& grad_sum_sq) {
 }
 
 void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
-  const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r);
-  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1, and
-  // ZeRO 2 when the trainer did not call last_micro_batch()).
-  if (started_) {
-    // ZeRO 2: the buckets the backward started; every element of the shard is in one.
-    comm_->wait_started();
+  // The gradients summed over ranks: all of them (ZeRO 0) or this rank's shard (ZeRO 1 and 2).
+  if (zero_ == 2) {
+    // The buckets the backward started (the last micro-batch's, in flight unless the caller
+    // skipped last_micro_batch()); every element of the shard is in one.
+    shard_ = grad_shard();
+    if (started_) finish_started();
     started_ = false;
-    shard_ =
-        range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
-    if (fp8_grads_) fp8_grads_->finish_buckets(shard_);
+    micro_ = 0;
   } else if (fp8_grads_) {
+    const Tensor grads = model_.grads();
     // Each rank's shard summed in fp32 from FP8 chunks (ZeRO 0: then gathered whole).
     const Tensor shard =
         range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
@@ -159,12 +197,13 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
       shard_ = shard;
     }
   } else if (zero_ == 0) {
+    const Tensor grads = model_.grads();
     comm_->all_reduce(grads, ReduceOp::sum);
     shard_ = range(grads, begin, end);
   } else {
     shard_ =
         range(grad_shard_.tensor(DType::f32, {std::max<int64_t>(1, end - begin)}), 0, end - begin);
-    comm_->reduce_scatter(grads, shard_, partition_);
+    comm_->reduce_scatter(model_.grads(), shard_, partition_);
   }
   // The global norm: each rank's shard's sum of squares, summed over ranks. ZeRO 0 sums in
   // the same order as ZeRO 1, so the two modes update bit for bit alike.
@@ -177,13 +216,13 @@ void DataParallel::reduce_gradients(const Tensor& grad_sum_sq) {
 }
 
 void DataParallel::update(int64_t step, double lr, const Tensor& grad_sum_sq) {
-  const Tensor grads = model_.grads();
   const int r = comm_->rank();
   const int64_t begin = partition_.begin(r), end = partition_.end(r), p = partition_.total();
   const Tensor m = m_.tensor(DType::f32, {std::max<int64_t>(1, m_.bytes() / 4)});
   const Tensor v = v_.tensor(DType::f32, {std::max<int64_t>(1, v_.bytes() / 4)});
   if (zero_ == 0) {
-    adamw(model_.master(), grads, range(m, 0, p), range(v, 0, p), 0, lr, step, grad_sum_sq);
+    adamw(model_.master(), model_.grads(), range(m, 0, p), range(v, 0, p), 0, lr, step,
+          grad_sum_sq);
     model_.sync_working_weights();
   } else {
     // This rank's fp32 master shard is updated and rounded into its range of the working
@@ -270,6 +309,13 @@ void DataParallel::gather_whole_master() {
   if (model_.master_whole()) return;
   model_.shard_master(0, partition_.total());
   comm_->all_gather(model_.master(), partition_);
+}
+
+void DataParallel::gather_master_on_root() {
+  if (model_.master_whole()) return;
+  const bool root = comm_->rank() == 0;
+  if (root) model_.shard_master(0, partition_.total());
+  comm_->gather(root ? model_.master() : model_.master_shard(), partition_, 0);
 }
 
 void DataParallel::reshard_master() {

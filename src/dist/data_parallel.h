@@ -14,6 +14,7 @@
 #include "core/buffer.h"
 #include "dist/comm.h"
 #include "dist/fp8_reduce.h"
+#include "dist/grad_buckets.h"
 #include "model/llama.h"
 
 namespace octet::dist {
@@ -27,23 +28,35 @@ struct AdamWConfig {
 // Every rank holds the whole model's working weights and gradients (and under ZeRO 0 its
 // whole master; under ZeRO 1 only its shard of the master, model::Llama::shard_master); each
 // computes the gradients of its own micro-batches, scaled for the global mean (grad_scale
-// 1 / (tokens per rank x ranks x accumulation steps)). Buffers are allocated here once;
-// step() allocates nothing.
+// 1 / (tokens per rank x ranks x accumulation steps)). Under ZeRO 2 no rank holds the
+// gradients of all P parameters: the backward writes them into buckets (GradBuckets, at most
+// bucket_bytes of layers each), reduce-scattered into this rank's shard as each completes.
+// Buffers are allocated here once; step() allocates nothing. The model must not run a
+// backward after this is destroyed (under ZeRO 2 its gradients live here).
 class DataParallel {
  public:
   // zero: 0, 1 or 2.
-  DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw);
+  DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw,
+               int64_t bucket_bytes = kDefaultBucketBytes);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  // ZeRO 2: the next backward is the step's last micro-batch: as it completes each layer's
-  // gradients (Llama's backward hook) their reduce-scatter starts, one bucket per layer,
-  // and reduce_gradients() waits for them. With accumulation the earlier micro-batches
-  // reduce nothing (their gradients are not final). A no-op under ZeRO 0 and 1.
+  // ZeRO 2: every backward reduce-scatters its buckets as it completes them (Llama's backward
+  // hook) into this rank's shard; with accumulation each micro-batch's sum is added to the
+  // earlier ones' (as DeepSpeed's ZeRO 2 does: one reduce-scatter of the gradients per
+  // micro-batch), and a backward waits for its buckets at its end. The next backward is the
+  // step's last micro-batch: it leaves its last buckets in flight, and reduce_gradients()
+  // waits for them. A no-op under ZeRO 0 and 1.
   void last_micro_batch();
   // ZeRO 2: buckets started by backward hooks so far (tests).
   int64_t buckets_started() const { return buckets_started_; }
+  const GradBuckets* grad_buckets() const { return buckets_.get(); }
+  // The f32 gradient bytes this rank holds: the model's buffer (ZeRO 0 and 1: all P), the
+  // reduced shard (ZeRO 1 and 2), the buckets (ZeRO 2).
+  size_t gradient_bytes() const;
+  // The AdamW moments' bytes this rank holds (ZeRO 0: 2 x 4P; ZeRO 1 and 2: its shard's).
+  size_t moment_bytes() const { return m_.bytes() + v_.bytes(); }
 
   // One optimizer step after the local backward passes: reduces the gradients, writes the
   // global sum of their squares into grad_sum_sq (f32[1]), clips, updates with AdamW at
@@ -92,6 +105,9 @@ class DataParallel {
   // model.safetensors), and afterwards sharded again (no-ops unless ZeRO 1).
   void gather_whole_master();
   void reshard_master();
+  // The same on rank 0 only (the others keep their shard and send it): what a checkpoint's
+  // model.safetensors needs; reshard_master() afterwards.
+  void gather_master_on_root();
   // The whole fp32 master into full (f32 [P], e.g. another model's master): a copy, or
   // under ZeRO 1 each rank's shard gathered. Every rank calls it.
   void gather_master(const Tensor& full);
@@ -110,11 +126,14 @@ class DataParallel {
   Buffer full_m_, full_v_;  // ZeRO 1: only while a checkpoint is written or read
   Tensor shard_;            // this rank's reduced gradients, from reduce_gradients to update
   std::unique_ptr<GradReduceScatter> fp8_grads_;  // --fp8-comm grads
-  // ZeRO 2: the buckets, in the order backward completes them: layer l's matrices at
-  // [l] (started after layer l), then the rest (embedding, LM head, norms) at the end.
-  void on_backward(int64_t layer);
-  std::vector<std::pair<int64_t, int64_t>> layer_buckets_;
+  // ZeRO 2: the buckets, and what the backward hook does with them.
+  void on_backward(int64_t hook);
+  void start_bucket(const GradBucket& b);
+  void finish_started();  // waits for the started buckets; their sum is in the shard
+  Tensor grad_shard() const;
+  std::unique_ptr<GradBuckets> buckets_;
   bool armed_ = false, started_ = false;
+  int64_t micro_ = 0;  // the micro-batches of this step already in the shard
   int64_t buckets_started_ = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/fp8_scale.h"
 #include "kernels/quantize.h"
 
 namespace octet::dist {
@@ -68,7 +69,10 @@ GradReduceScatter::GradReduceScatter(std::shared_ptr<Comm> comm, const Partition
   codes_ = Buffer::for_tensor(device, format, {std::max<int64_t>(1, fp8_end - fp8_begin)});
   recv_codes_ = Buffer::for_tensor(device, format, {ranks * widest});
   recv_f32_ = Buffer::for_tensor(device, DType::f32, {ranks * widest});
-  scalars_ = Buffer::for_tensor(device, DType::f32, {3 + std::max(0, max_buckets)});
+  one_slot_ = 3 + std::max(0, max_buckets);
+  scalars_ = Buffer::for_tensor(device, DType::f32, {one_slot_ + 1});
+  const float one = 1.0f;
+  copy_bytes(static_cast<float*>(scalars_.data()) + one_slot_, device, &one, Device::cpu(), 4);
   buckets_.resize(static_cast<size_t>(std::max(0, max_buckets)));
   for (Bucket& b : buckets_) {
     b.send_at.reserve(static_cast<size_t>(n) + 1);
@@ -110,14 +114,20 @@ void GradReduceScatter::exchange_f32(const Segment& s, const std::vector<int64_t
 
 void GradReduceScatter::quantize(const Tensor& x, float scale, const Tensor& codes,
                                  int scale_inv_slot) {
+  copy_bytes(static_cast<float*>(scalars_.data()) + 1, device_, &scale, Device::cpu(), 4);
+  quantize_at(x, 1, codes, scale_inv_slot);
+}
+
+void GradReduceScatter::quantize_at(const Tensor& x, int scale_slot, const Tensor& codes,
+                                    int scale_inv_slot, Overflow overflow) {
   auto* scalars = static_cast<float*>(scalars_.data());
-  copy_bytes(scalars + 1, device_, &scale, Device::cpu(), 4);
   kernels::QuantizeOutputs out;
   out.data = codes;
   out.scale_inv = Tensor(scalars + scale_inv_slot, DType::f32, {1, 1}, device_);
   out.amax = Tensor(scalars, DType::f32, {1}, device_);
-  kernels::QuantizeOptions options;  // per tensor, saturating
-  options.given_scale = Tensor(scalars + 1, DType::f32, {1}, device_);
+  kernels::QuantizeOptions options;  // per tensor
+  options.overflow = overflow;
+  options.given_scale = Tensor(scalars + scale_slot, DType::f32, {1}, device_);
   kernels::quantize(x, out, options);
 }
 
@@ -133,12 +143,15 @@ float GradReduceScatter::global_amax(const Tensor& x, const Tensor& codes) {
 }
 
 void GradReduceScatter::sum_chunks(const Tensor& recv, int64_t at, int64_t mine,
-                                   const Tensor& scale_inv, float* out) {
+                                   const Tensor& scale_inv, float* out, bool accumulate) {
   if (mine == 0) return;
   const Tensor sum = row(out, DType::f32, mine, device_);
   const Tensor term = row(recv_f32_.data(), DType::f32, mine, device_);
   auto* received = static_cast<uint8_t*>(recv.data) + at;
-  kernels::dequantize(row(received, format_, mine, device_), scale_inv, {}, sum);
+  // Accumulating: out + chunk 0 + chunk 1 + ...; else chunk 0 + chunk 1 + ...
+  kernels::dequantize(row(received, format_, mine, device_), scale_inv, {},
+                      accumulate ? term : sum);
+  if (accumulate) kernels::add(sum, term, sum);
   for (int q = 1; q < comm_->size(); ++q) {  // exact terms (code x 2^k), summed in rank order
     kernels::dequantize(row(received + q * mine, format_, mine, device_), scale_inv, {}, term);
     kernels::add(sum, term, sum);
@@ -164,26 +177,35 @@ void GradReduceScatter::exchange_fp8(const Segment& s, const Tensor& full, const
              static_cast<float*>(shard.data) + (s.mine_begin - partition_.begin(comm_->rank())));
 }
 
-void GradReduceScatter::start_bucket(const Tensor& full, const Tensor& shard, int64_t lo,
-                                     int64_t hi) {
+void GradReduceScatter::start_bucket(const Tensor& full, int64_t lo, int64_t hi) {
   OCTET_CHECK(fp8_begin_ <= lo && lo <= hi && hi <= fp8_end_ &&
                   used_buckets_ < static_cast<int>(buckets_.size()),
               "fp8 reduce", "bucket [", lo, ", ", hi, ") outside the FP8 range [", fp8_begin_, ", ",
               fp8_end_, ") or more than ", buckets_.size(), " buckets in a step");
+  OCTET_CHECK(
+      full.dtype == DType::f32 && (full.numel() == partition_.total() || full.numel() == hi - lo),
+      "fp8 reduce", "bucket [", lo, ", ", hi, ") from ", full.str(), ": needs f32 [",
+      partition_.total(), "] or f32 [", hi - lo, "]");
   Bucket& b = buckets_[static_cast<size_t>(used_buckets_++)];
   b.lo = lo;
   b.hi = hi;
-  const Tensor x = row(static_cast<float*>(full.data) + lo, DType::f32, hi - lo, device_);
+  const int64_t from = full.numel() == partition_.total() ? lo : 0;  // whole or a bucket
+  const Tensor x = row(static_cast<float*>(full.data) + from, DType::f32, hi - lo, device_);
   const Tensor codes =
       row(static_cast<uint8_t*>(codes_.data()) + (lo - fp8_begin_), format_, hi - lo, device_);
-  const float amax = global_amax(x, codes);
-  b.fp8 = std::isfinite(amax);
-  if (!b.fp8) return comm_->start_reduce_scatter(full, shard, partition_, lo, hi);
+  // The local amax (a quantize at scale 1 writes it; its codes are overwritten below), the
+  // global one (an all-reduce on the device), the shared power-of-two scale from it on the
+  // device, then the codes: nothing is read back, the GPU's stream never waits for the host.
+  auto* scalars = static_cast<float*>(scalars_.data());
   const int slot = 3 + used_buckets_ - 1;
-  quantize(x,
-           kernels::scale_from_amax(amax, static_cast<float>(dtype_info(format_).max_finite), 0,
-                                    /*power_of_two=*/true),
-           codes, slot);
+  quantize_at(x, one_slot_, codes, 2);
+  const Tensor amax(scalars, DType::f32, {1}, device_);
+  comm_->all_reduce(amax, ReduceOp::max);
+  kernels::fp8_scales_from_amax(amax, Tensor(scalars + 1, DType::f32, {1}, device_),
+                                Tensor(scalars + slot, DType::f32, {1}, device_),
+                                static_cast<float>(dtype_info(format_).max_finite),
+                                /*power_of_two=*/true);
+  quantize_at(x, 1, codes, slot, Overflow::nonfinite);
   // Chunks from the codes of the whole range; this rank's received chunks land at N times
   // its offset in its part of the range, so that buckets in flight never overlap.
   const int n = comm_->size(), me = comm_->rank();
@@ -204,17 +226,16 @@ void GradReduceScatter::start_bucket(const Tensor& full, const Tensor& shard, in
                           b.recv_at);
 }
 
-void GradReduceScatter::finish_buckets(const Tensor& shard) {
+void GradReduceScatter::finish_buckets(const Tensor& shard, bool accumulate) {
   const int me = comm_->rank();
   const Tensor recv = recv_codes_.tensor(format_, {static_cast<int64_t>(recv_codes_.bytes())});
   auto* scalars = static_cast<float*>(scalars_.data());
   for (int k = 0; k < used_buckets_; ++k) {
     const Bucket& b = buckets_[static_cast<size_t>(k)];
-    if (!b.fp8) continue;
     const int64_t from = std::clamp(partition_.begin(me), b.lo, b.hi),
                   to = std::clamp(partition_.end(me), b.lo, b.hi);
     sum_chunks(recv, b.recv_at[0], to - from, Tensor(scalars + 3 + k, DType::f32, {1, 1}, device_),
-               static_cast<float*>(shard.data) + (from - partition_.begin(me)));
+               static_cast<float*>(shard.data) + (from - partition_.begin(me)), accumulate);
   }
   used_buckets_ = 0;
 }

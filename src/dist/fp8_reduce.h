@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/convert.h"
 #include "dist/comm.h"
 
 namespace octet::dist {
@@ -42,14 +43,19 @@ class GradReduceScatter {
   // read only); shard: f32 [partition.count(rank)], the sum over ranks of its elements.
   void run(const Tensor& full, const Tensor& shard);
 
-  // ZeRO 2: the FP8 range's bucket [lo, hi), which the backward has just completed, gets
-  // its own shared scale (the bucket's global amax: one blocking scalar all-reduce, read
-  // back) and its exchange started (Comm::start_all_to_all); buckets are disjoint. After
+  // ZeRO 2: the FP8 range's bucket [lo, hi) (full: f32 [P], or f32 [hi - lo] holding just
+  // the bucket's elements), which the backward has just completed, gets
+  // its own shared scale (the bucket's global amax: one scalar all-reduce on the device, the
+  // scale computed there, nothing read back: kernels::fp8_scales_from_amax) and its exchange
+  // started (Comm::start_all_to_all); buckets are disjoint. After
   // Comm::wait_started(), finish_buckets() sums every started bucket into shard (f32
-  // [partition.count(rank)]). A bucket with a non-finite amax is reduce-scattered in f32.
+  // [partition.count(rank)]), or with `accumulate` adds the sum to what shard holds (the
+  // micro-batches of one step). A non-finite amax gives scale 1 and the codes are encoded
+  // without saturation, so an Inf or NaN arrives non-finite (Inf as NaN in E4M3) and the
+  // step is skipped; with a finite global amax nothing can overflow (|g| scale <= fp8_max).
   // The bound above holds with the range's scale: a bucket's scale is at least that.
-  void start_bucket(const Tensor& full, const Tensor& shard, int64_t lo, int64_t hi);
-  void finish_buckets(const Tensor& shard);
+  void start_bucket(const Tensor& full, int64_t lo, int64_t hi);
+  void finish_buckets(const Tensor& shard, bool accumulate = false);
 
   // Bytes this rank sends to the other ranks per run() (the FP8 range as codes, the rest
   // as f32, plus the amax all-reduce's 4), and what the all-f32 reduce-scatter would send.
@@ -71,15 +77,17 @@ class GradReduceScatter {
                     const Tensor& shard);
   void exchange_fp8(const Segment& s, const Tensor& full, const Tensor& shard);
   void quantize(const Tensor& x, float scale, const Tensor& codes, int scale_inv_slot);
+  // The same at the scale in scalars_[scale_slot] (on the device).
+  void quantize_at(const Tensor& x, int scale_slot, const Tensor& codes, int scale_inv_slot,
+                   Overflow overflow = Overflow::saturate);
   // The global amax of x (a first quantize writes it; its codes are overwritten after).
   float global_amax(const Tensor& x, const Tensor& codes);
   // recv's N chunks of `mine` codes from `at` dequantized with scale_inv and summed in rank
   // order into out.
-  void sum_chunks(const Tensor& recv, int64_t at, int64_t mine, const Tensor& scale_inv,
-                  float* out);
+  void sum_chunks(const Tensor& recv, int64_t at, int64_t mine, const Tensor& scale_inv, float* out,
+                  bool accumulate = false);
   struct Bucket {
     int64_t lo = 0, hi = 0;
-    bool fp8 = false;
     std::vector<int64_t> send_at, recv_at;
   };
   std::vector<Bucket> buckets_;  // max_buckets, their offsets' capacity reserved
@@ -91,8 +99,9 @@ class GradReduceScatter {
   DType format_;
   Device device_;
   std::vector<Segment> segments_;
-  // scalars_: amax, scale, scale_inv, then one scale_inv per bucket
+  // scalars_: amax, scale, scale_inv, then one scale_inv per bucket, then 1 (one_slot_)
   Buffer codes_, recv_codes_, recv_f32_, scalars_;
+  int one_slot_ = 0;
   int64_t bytes_sent_ = 0, f32_bytes_sent_ = 0;
   float amax_ = 0.0f, scale_ = 1.0f;
 };

@@ -86,6 +86,7 @@ void Llama::backward() {
   lm_head_->backward(a.logits, a.d_normed);
   kernels::rmsnorm_backward(a.d_normed, a.resid[nl], working_view(*final_norm_), a.rstdf, a.d_resid,
                             grad_view(*final_norm_));
+  if (backward_hook_) backward_hook_(nl);
   for (int64_t l = nl - 1; l >= 0; --l) {
     Layer& layer = layers_[l];
     Activations::PerLayer& p = a.layer[l];

@@ -76,6 +76,18 @@ class Llama {
   int64_t master_end() const { return master_end_; }
   Tensor master_shard() const;  // f32 [master_end() - master_begin()]
   size_t master_bytes() const { return master_.bytes(); }
+  // ZeRO 2 (dist::DataParallel): the gradients of parameters [begin, end) live in `at` (f32
+  // [end - begin], the caller's memory) instead of the model's own gradient buffer. The ranges
+  // cover every parameter, each whole; that buffer is freed (grads() is then unavailable) and
+  // the linears rebound. Ranges may share memory (buckets used in turn): whoever places them
+  // zeroes each before the backward writes it; zero_grads() zeroes them all. Allocates.
+  struct GradRange {
+    int64_t begin, end;
+    Tensor at;
+  };
+  void place_grads(std::vector<GradRange> ranges);
+  bool grads_placed() const { return !grad_ranges_.empty(); }
+  size_t grad_bytes() const { return grads_.bytes(); }  // the model's own gradient buffer
   // All the working weights in parameter order (the master under fp32, the bf16 copy
   // otherwise): what is gathered after a sharded update. Not under fp8 before shard_master.
   Tensor working() const;
@@ -101,10 +113,12 @@ class Llama {
   float forward(const Tensor& inputs, const Tensor& targets, float grad_scale);
   // Accumulates d(loss)/d(parameters) into grads() for the last forward.
   void backward();
-  // Called by backward() as the gradients of parameters become final: with l after layer l's
-  // backward (its four linears' matrices and its two norm weights; l = L-1 down to 0), then
-  // with -1 at the end (the embedding, LM head and final norm). Data parallelism starts
-  // reducing a bucket there (ZeRO 2). Empty: nothing is called.
+  // Called by backward() as the gradients of parameters become final: with L (the layer
+  // count) after the LM head's and the final norm's backward (the LM head's matrix is final
+  // unless tied to the embedding), with l after layer l's backward (its four linears'
+  // matrices and its two norm weights; l = L-1 down to 0), then with -1 at the end (the
+  // embedding). Data parallelism starts reducing a bucket there (ZeRO 2). Empty: nothing
+  // is called.
   void set_backward_hook(std::function<void(int64_t layer)> hook) {
     backward_hook_ = std::move(hook);
   }
@@ -129,6 +143,7 @@ class Llama {
   // p's working copy (bf16), or its master (f32) where it has none.
   Tensor working_view(const ParamInfo& p) const;
   DType working_dtype() const;
+  Tensor placed_grad_view(const ParamInfo& p) const;  // place_grads()' memory
   void build_layout();
   void bind_linears();
   void check_master_whole(const char* what) const;
@@ -155,6 +170,7 @@ class Llama {
   Tensor inputs_, targets_;
   float grad_scale_ = 0.0f;
   std::function<void(int64_t)> backward_hook_;
+  std::vector<GradRange> grad_ranges_;  // place_grads(), by begin
 };
 
 }  // namespace octet::model

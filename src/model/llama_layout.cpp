@@ -221,6 +221,9 @@ Tensor Llama::master() const {
   return master_.tensor(DType::f32, {params_count_});
 }
 Tensor Llama::grads() const {
+  OCTET_CHECK(!grads_placed(), "model",
+              "grads(): under ZeRO 2 the gradients live in data parallelism's buckets, not in "
+              "one buffer; read them there (dist::DataParallel)");
   return grads_.tensor(DType::f32, {params_count_});
 }
 DType Llama::working_dtype() const {
@@ -232,6 +235,7 @@ Tensor Llama::master_view(const ParamInfo& p) const {
   return master_.view(DType::f32, p.shape, static_cast<size_t>(p.offset) * 4);
 }
 Tensor Llama::grad_view(const ParamInfo& p) const {
+  if (grads_placed()) return placed_grad_view(p);
   return grads_.view(DType::f32, p.shape, static_cast<size_t>(p.offset) * 4);
 }
 Tensor Llama::working_view(const ParamInfo& p) const {
@@ -336,7 +340,8 @@ void Llama::mark_weights_changed() {
 }
 
 void Llama::zero_grads() {
-  zero_bytes(grads_.data(), options_.device, grads_.bytes());
+  for (const GradRange& r : grad_ranges_) zero_bytes(r.at.data, r.at.device, r.at.nbytes());
+  if (grads_.data()) zero_bytes(grads_.data(), options_.device, grads_.bytes());
 }
 
 void Llama::update_scaling() {

@@ -1,6 +1,8 @@
 // model/llama_shard.cpp: a model whose fp32 master holds only one shard of the parameters
-// (ZeRO 1): shard_master() and the views data parallelism updates and gathers.
+// (ZeRO 1): shard_master() and the views data parallelism updates and gathers; and one whose
+// gradients live in data parallelism's buckets (ZeRO 2): place_grads().
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "model/llama.h"
@@ -58,6 +60,43 @@ void Llama::shard_master(int64_t begin, int64_t end) {
   master_ = std::move(master);
   master_begin_ = begin;
   master_end_ = end;
+}
+
+void Llama::place_grads(std::vector<GradRange> ranges) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const GradRange& a, const GradRange& b) { return a.begin < b.begin; });
+  int64_t at = 0;
+  for (const GradRange& r : ranges) {
+    OCTET_CHECK(r.begin == at && r.end > r.begin && r.at.dtype == DType::f32 &&
+                    r.at.numel() == r.end - r.begin && r.at.device == options_.device,
+                "model", "place_grads: the ranges must cover the ", params_count_,
+                " parameters in order, each with f32 [end - begin] on ",
+                device_name(options_.device), "; got [", r.begin, ", ", r.end, ") at ", r.at.str(),
+                " after parameter ", at);
+    at = r.end;
+  }
+  OCTET_CHECK(at == params_count_, "model", "place_grads: the ranges end at parameter ", at,
+              ", not at ", params_count_);
+  for (const ParamInfo& p : params_) {
+    const auto r = std::upper_bound(ranges.begin(), ranges.end(), p.offset,
+                                    [](int64_t o, const GradRange& g) { return o < g.begin; });
+    OCTET_CHECK(p.offset + p.shape.numel() <= std::prev(r)->end, "model", "place_grads: ", p.name,
+                " is cut by the end of a range at ", std::prev(r)->end);
+  }
+  grad_ranges_ = std::move(ranges);
+  grads_ = Buffer();
+  bind_linears();
+}
+
+Tensor Llama::placed_grad_view(const ParamInfo& p) const {
+  // The range holding p's first element (p and a fused block linear lie within one range).
+  const auto r =
+      std::prev(std::upper_bound(grad_ranges_.begin(), grad_ranges_.end(), p.offset,
+                                 [](int64_t o, const GradRange& g) { return o < g.begin; }));
+  OCTET_CHECK(p.offset + p.shape.numel() <= r->end, "model", "the gradient of ", p.name,
+              " crosses the end of a placed range at ", r->end);
+  return Tensor(static_cast<float*>(r->at.data) + (p.offset - r->begin), DType::f32, p.shape,
+                options_.device);
 }
 
 }  // namespace octet::model

@@ -79,6 +79,8 @@ struct TrainConfig {
   int64_t max_skipped_steps = 5;  // consecutive non-finite steps before the run stops
   int zero = -1;  // data parallel: 0 (all-reduce), 1 (sharded AdamW), 2 (and grads); -1: 1
   dist::Fp8Comm fp8_comm = dist::Fp8Comm::none;  // data parallel under fp8: FP8 collectives
+  // ZeRO 2: the gradient buckets' size in MiB (DDP's default)
+  double bucket_mb = 25;
 };
 
 // Linear warmup to lr over `warmup` steps, then a cosine to lr * min_lr_ratio at

@@ -168,8 +168,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   if (world > 1) {
     const dist::AdamWConfig adamw{config.beta1, config.beta2, config.eps, config.weight_decay,
                                   config.grad_clip};
-    dp_ = std::make_unique<dist::DataParallel>(comm_, *model_, config.zero < 0 ? 1 : config.zero,
-                                               adamw);
+    dp_ = std::make_unique<dist::DataParallel>(
+        comm_, *model_, config.zero < 0 ? 1 : config.zero, adamw,
+        std::max<int64_t>(4, static_cast<int64_t>(config.bucket_mb * (1 << 20))));
     if (dist::fp8_comm_grads(config.fp8_comm)) dp_->use_fp8_gradients();
   } else {
     optimizer_ = std::make_unique<Optimizer>(*model_, config);

@@ -1,8 +1,8 @@
 // train/trainer_shards.cpp: the trainer's data-parallel checkpoint: each rank writes its
 // shard of the optimizer state (fp32 master, AdamW m and v) into the step's temporary
-// directory, the master is gathered for model.safetensors, and rank 0 writes the rest and
-// renames it, recording the shards' layout (train/shard_checkpoint.h); a resume reads back
-// only the ranges each rank holds.
+// directory, the master is gathered on rank 0 only for model.safetensors, and rank 0 writes
+// the rest and renames it, recording the shards' layout (train/shard_checkpoint.h); a resume
+// reads back only the ranges each rank holds.
 #include <unistd.h>
 
 #include <cstdint>
@@ -33,8 +33,8 @@ void Trainer::save_sharded(const TrainerState& state) {
   const dist::DataParallel::Shard shard = dp_->optimizer_shard();
   write_optimizer_shard(staging + "/" + optimizer_shard_file(comm.rank(), ranks), shard.begin,
                         shard.master, shard.m, shard.v);
-  dp_->gather_whole_master();
-  comm.barrier();  // every shard file is complete
+  dp_->gather_master_on_root();  // rank 0's model.safetensors; the others keep their shard
+  comm.barrier();                // every shard file is complete
   if (comm.rank() == 0) {
     TrainerState s = state;
     ShardLayout layout;

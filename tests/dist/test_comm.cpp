@@ -71,6 +71,29 @@ TEST(Comm, ReduceScatterGivesEachRankTheSumOfItsShard) {
   EXPECT_THROW(c.reduce_scatter(f32(full), f32(wrong), Partition(8, n)), Error);
 }
 
+// Root (the last rank, not only 0) receives every part in its whole buffer; the others pass
+// only their part and receive nothing.
+TEST(Comm, GatherGivesRootEveryPart) {
+  Comm& c = *world();
+  const int n = c.size(), r = c.rank(), root = n - 1;
+  const Partition p(11, n);
+  std::vector<uint16_t> t(static_cast<size_t>(r == root ? p.total() : p.count(r)), 0);
+  const int64_t at = r == root ? p.begin(r) : 0;
+  for (int64_t i = 0; i < p.count(r); ++i)
+    t[static_cast<size_t>(at + i)] = static_cast<uint16_t>(1000 * r + p.begin(r) + i);
+  const std::vector<uint16_t> before = t;
+  c.gather(Tensor(t.data(), DType::bf16, {static_cast<int64_t>(t.size())}), p, root);
+  if (r == root) {
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = p.begin(q); i < p.end(q); ++i)
+        EXPECT_EQ(t[static_cast<size_t>(i)], 1000 * q + i);
+  } else {
+    EXPECT_EQ(t, before);
+  }
+  std::vector<uint16_t> wrong(static_cast<size_t>(p.total() + 1));
+  EXPECT_THROW(c.gather(Tensor(wrong.data(), DType::bf16, {p.total() + 1}), p, root), Error);
+}
+
 TEST(Comm, AllGatherCopiesEveryShardEverywhereInAnyDtype) {
   Comm& c = *world();
   const int n = c.size(), r = c.rank();

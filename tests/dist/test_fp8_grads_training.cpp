@@ -64,19 +64,23 @@ TEST(Fp8Grads, TwoRanksFollowOneProcessWithinTheE5M2Bound) {
   const std::vector<double> none = losses(c, world());
   c.fp8_comm = Fp8Comm::grads;
   std::vector<double> zero1;
-  for (int zero : {1, 0, 2}) {
+  // ZeRO 2 twice: at 25 MiB (both layers in one FP8 bucket) and at 0.1 MiB (a bucket per layer).
+  for (auto [zero, bucket_mb] : {std::pair{1, 25.0}, {0, 25.0}, {2, 25.0}, {2, 0.1}}) {
     c.zero = zero;
+    c.bucket_mb = bucket_mb;
     train::Trainer trainer(c, world());
     std::vector<double> fp8;
     for (const train::StepRecord& r : trainer.run()) fp8.push_back(r.loss);
-    // Under ZeRO 2 the buckets did run: 2 layers in FP8 and 2 f32 rests per step.
-    EXPECT_EQ(trainer.data_parallel()->buckets_started(), zero == 2 ? 30 * 4 : 0);
-    // ZeRO 2 reduces each layer's gradients as a bucket at the layer's own power-of-two
-    // scale (ZeRO 0 and 1: one for all block linears); on tiny both layers' amaxes fall in
-    // the binade of the global one, so the roundings, and the runs, are the same.
+    // Under ZeRO 2 the buckets did run: per step the layers in FP8 (one bucket, or one per
+    // layer), the LM head, the embedding and the norm weights in f32.
+    EXPECT_EQ(trainer.data_parallel()->buckets_started(),
+              zero == 2 ? 30 * (bucket_mb < 1 ? 5 : 4) : 0);
+    // ZeRO 2 reduces each bucket's gradients at the bucket's own power-of-two scale (ZeRO 0
+    // and 1: one for all block linears); on tiny both layers' amaxes fall in the binade of
+    // the global one, so the roundings, and the runs, are the same.
     if (zero == 1) zero1 = fp8;
     if (zero == 2) {
-      EXPECT_EQ(fp8, zero1);
+      EXPECT_EQ(fp8, zero1) << "bucket " << bucket_mb << " MiB";
     }
     if (world()->rank() == 0) {
       std::printf(

@@ -74,7 +74,7 @@ void check_against_fp32(DType format, bool buckets) {
     for (auto [lo, hi] :
          {std::pair{int64_t{1900}, fp8_end}, std::pair{int64_t{1150}, int64_t{1900}},
           std::pair{fp8_begin, int64_t{1150}}})
-      fp8.start_bucket(full_t, got_t, lo, hi);
+      fp8.start_bucket(full_t, lo, hi);
     c.start_reduce_scatter(full_t, got_t, part, 0, fp8_begin);
     c.start_reduce_scatter(full_t, got_t, part, fp8_end, p);
     c.wait_started();
@@ -176,6 +176,68 @@ TEST(Fp8Reduce, NonFiniteGradientsArriveNonFinite) {
     } else {
       EXPECT_EQ(v, static_cast<float>(n));
     }
+  }
+}
+
+// ZeRO 2's buckets compute their scale on the device, with no read-back to choose an f32
+// fallback: a non-finite global amax gives scale 1 and codes encoded without saturation, so an
+// Inf (from rank 0, reduced on the last rank) and a NaN still arrive non-finite; the finite
+// values, exact at scale 1, sum exactly.
+TEST(Fp8Reduce, NonFiniteBucketsArriveNonFinite) {
+  Comm& c = *world();
+  const int n = c.size(), r = c.rank();
+  const Partition part(8, n);
+  for (DType format : {DType::e5m2, DType::e4m3}) {
+    std::vector<float> full(8, 1.0f);
+    if (r == 0) {
+      full[7] = INFINITY;
+      full[1] = NAN;
+    }
+    std::vector<float> got(8, -1.0f);
+    const Tensor shard(got.data(), DType::f32, {part.count(r)});
+    GradReduceScatter fp8(world(), part, 0, 8, format, Device::cpu(), 2);
+    fp8.start_bucket(Tensor(full.data() + 4, DType::f32, {4}), 4, 8);
+    fp8.start_bucket(Tensor(full.data(), DType::f32, {8}), 0, 4);
+    c.wait_started();
+    fp8.finish_buckets(shard);
+    for (int64_t i = part.begin(r); i < part.end(r); ++i) {
+      const float v = got[static_cast<size_t>(i - part.begin(r))];
+      if (i == 7 || i == 1) {
+        EXPECT_FALSE(std::isfinite(v)) << dtype_name(format) << " element " << i;
+      } else {
+        EXPECT_EQ(v, static_cast<float>(n)) << dtype_name(format) << " element " << i;
+      }
+    }
+  }
+}
+
+// ZeRO 2 with accumulation: a later micro-batch's buckets are added on receipt to what the
+// shard holds. Small integers (exact in E5M2 at any power-of-two scale that keeps them
+// normal, their sums exact in fp32) make the expected shard exact: the sum over ranks and
+// micro-batches.
+TEST(Fp8Reduce, AccumulatedBucketsAddToTheShard) {
+  Comm& c = *world();
+  const int n = c.size(), r = c.rank();
+  const Partition part(12, n);
+  auto value = [](int rank, int micro, int64_t i) {
+    return static_cast<float>(((i + 3 * rank + 5 * micro) % 4) + 1) * (i % 2 ? 1.0f : -1.0f);
+  };
+  std::vector<float> got(12, -1.0f);
+  const Tensor shard(got.data(), DType::f32, {part.count(r)});
+  GradReduceScatter fp8(world(), part, 0, 12, DType::e5m2, Device::cpu(), 2);
+  for (int micro = 0; micro < 2; ++micro) {
+    std::vector<float> full(12);
+    for (int64_t i = 0; i < 12; ++i) full[static_cast<size_t>(i)] = value(r, micro, i);
+    fp8.start_bucket(Tensor(full.data() + 7, DType::f32, {5}), 7, 12);
+    fp8.start_bucket(Tensor(full.data(), DType::f32, {7}), 0, 7);
+    c.wait_started();
+    fp8.finish_buckets(shard, /*accumulate=*/micro > 0);
+  }
+  for (int64_t i = part.begin(r); i < part.end(r); ++i) {
+    float want = 0;
+    for (int micro = 0; micro < 2; ++micro)
+      for (int q = 0; q < n; ++q) want += value(q, micro, i);
+    EXPECT_EQ(got[static_cast<size_t>(i - part.begin(r))], want) << "element " << i;
   }
 }
 

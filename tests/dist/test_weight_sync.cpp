@@ -81,5 +81,28 @@ TEST(WeightSync, ZeroOneMasterHoldsOnlyTheShard) {
   }
 }
 
+// A checkpoint's model.safetensors needs the whole fp32 master on rank 0 only: the other ranks
+// keep (and allocate) their shard alone, and rank 0's equals every shard gathered.
+TEST(WeightSync, MasterGatheredOnRankZeroOnly) {
+  train::Trainer t(tiny_run(nn::Precision::bf16, 1), world());
+  t.run();
+  DataParallel& dp = *t.data_parallel();
+  const model::Llama& m = t.model();
+  const int64_t p = m.parameter_count();
+  const int r = world()->rank();
+  std::vector<float> want(static_cast<size_t>(p));
+  dp.gather_master(Tensor(want.data(), DType::f32, {p}));
+  dp.gather_master_on_root();
+  if (r == 0) {
+    ASSERT_TRUE(m.master_whole());
+    const Tensor master = m.master();
+    EXPECT_EQ(std::memcmp(master.data, want.data(), want.size() * 4), 0);
+  } else {
+    EXPECT_EQ(m.master_bytes(), static_cast<size_t>(dp.partition().count(r)) * 4);
+  }
+  dp.reshard_master();
+  EXPECT_EQ(m.master_bytes(), static_cast<size_t>(dp.partition().count(r)) * 4);
+}
+
 }  // namespace
 }  // namespace octet::dist

@@ -45,3 +45,28 @@ def test_one_process_is_refused():
                           stderr=subprocess.PIPE, text=True, timeout=60)
     assert proc.returncode != 0
     assert "mpirun" in proc.stderr, proc.stderr
+
+
+def test_memory_per_rank_by_zero_mode_for_tiny():
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun is missing: install openmpi-bin (scripts/setup.sh)"
+    proc = subprocess.run([mpirun, "--oversubscribe", "-np", "2", OCTET, "bench", "comm",
+                           "--model", "tiny", "--reps", "1", "--memory", "--bucket-mb", "0.1"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=120, env=ENV)
+    assert proc.returncode == 0, proc.stderr
+    rows = {int(l.split()[1]): list(map(float, l.split()[2:]))
+            for l in proc.stdout.splitlines() if l.startswith("--zero")}
+    assert sorted(rows) == [0, 1, 2], proc.stdout
+    p = 125248  # tiny: shards of P / 2 at 2 ranks
+    # master, moments (m and v), gradients in MB: ZeRO 0 holds all of P; ZeRO 1 and 2 the
+    # master and moments of a shard; ZeRO 1's gradients are the buffer of all P and the
+    # reduced shard, ZeRO 2's the shard and two slots of one layer (46080 parameters at 0.1
+    # MiB) and the norm weights (5 x 64).
+    want = {0: (4 * p, 8 * p, 4 * p), 1: (2 * p, 4 * p, 6 * p),
+            2: (2 * p, 4 * p, 2 * p + 4 * (2 * 46080 + 320))}
+    for zero, (master, moments, grads) in want.items():
+        got = rows[zero]
+        for g, w in zip(got, (master / 1e6, moments / 1e6, grads / 1e6)):
+            assert abs(g - w) <= 0.006, (zero, got, proc.stdout)
+    assert rows[2][2] < rows[1][2], proc.stdout

@@ -6,7 +6,8 @@
 // bf16 and fp8) and FP8 (--fp8-comm weights); the gradients reduce-scattered in f32, with
 // the block linears' in FP8 (--fp8-comm grads: an exchange of codes summed in fp32,
 // dist/fp8_reduce.h), and in per-layer buckets started one after the other as ZeRO 2's
-// backward does.
+// backward does. With --memory, the bytes each rank holds per mode (fp32 master, AdamW moments,
+// f32 gradients), from a bf16 model and dist::DataParallel built for each.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,8 +20,10 @@
 #include "core/buffer.h"
 #include "core/error.h"
 #include "dist/comm.h"
+#include "dist/data_parallel.h"
 #include "dist/fp8_reduce.h"
 #include "model/config.h"
+#include "model/llama.h"
 
 namespace octet::bench {
 namespace {
@@ -29,7 +32,34 @@ struct CommOptions {
   std::string model = "small";
   std::string device = "cpu";
   int reps = 5;
+  bool memory = false;
+  double bucket_mb = 25;
 };
+
+// The bytes one rank holds under each --zero: what DataParallel and the model allocated.
+void print_memory(const CommOptions& o, const model::LlamaConfig& config,
+                  const std::shared_ptr<dist::Comm>& comm, Device device) {
+  if (comm->rank() == 0) {
+    std::printf("\nbytes per rank (bf16 model, --bucket-mb %g):\n%-10s %12s %12s %14s %10s\n",
+                o.bucket_mb, "mode", "master MB", "moments MB", "gradients MB", "total MB");
+  }
+  model::ModelOptions options;
+  options.precision = nn::Precision::bf16;
+  options.seq_len = std::min<int64_t>(32, config.max_position_embeddings);
+  options.device = device;
+  for (int zero : {0, 1, 2}) {
+    model::Llama model(config, options);
+    const dist::DataParallel dp(
+        comm, model, zero, {}, std::max<int64_t>(4, static_cast<int64_t>(o.bucket_mb * (1 << 20))));
+    const double master = static_cast<double>(model.master_bytes()) / 1e6;
+    const double moments = static_cast<double>(dp.moment_bytes()) / 1e6;
+    const double grads = static_cast<double>(dp.gradient_bytes()) / 1e6;
+    if (comm->rank() == 0) {
+      std::printf("--zero %-3d %12.2f %12.2f %14.2f %10.2f\n", zero, master, moments, grads,
+                  master + moments + grads);
+    }
+  }
+}
 
 // Median seconds of `reps` runs of f, each ended by a barrier on every rank.
 template <typename F>
@@ -109,6 +139,7 @@ int bench_comm(const CommOptions& o) {
       std::printf("%-40s %12.1f %12.1f %10.2f %12.2f\n", r.what, r.buffer_bytes / 1e6, sent / 1e6,
                   s * 1e3, sent / s / 1e9);
   }
+  if (o.memory) print_memory(o, config, comm, device);
   return 0;
 }
 
@@ -123,6 +154,12 @@ void add_bench_comm(cli::Commands& commands, CLI::App& bench) {
   c->add_option("--device", o->device, "cpu (MPI) or cuda (NCCL)");
   c->add_option("--reps", o->reps, "timed repetitions (the median is printed)")
       ->check(CLI::Range(1, 1000));
+  c->add_flag("--memory", o->memory,
+              "also the bytes each rank holds under --zero 0, 1 and 2 (a bf16 model built per "
+              "mode)");
+  c->add_option("--bucket-mb", o->bucket_mb, "--zero 2's gradient bucket size in MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace octet::bench
