@@ -193,8 +193,9 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
                 "in per-layer buckets during the backward); default 1")
       ->check(CLI::Range(0, 2));
   add_parsed(*t, "--fp8-comm", c->fp8_comm, dist::fp8_comm_from_name,
-             "under mpirun and --precision fp8: none or grads (the block linears' gradients "
-             "reduce-scattered in FP8; the FP8 weight all-gather is not built yet)")
+             "under mpirun and --precision fp8: none, grads (the block linears' gradients "
+             "reduce-scattered in FP8), weights (their weights all-gathered in FP8; --zero 1 "
+             "or 2) or weights+grads")
       ->default_str("none");
   t->add_option("--seq-len", c->seq_len, "tokens per sequence")
       ->check(at_least(1))

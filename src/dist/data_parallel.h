@@ -18,6 +18,8 @@
 
 namespace octet::dist {
 
+class WeightAllGather;  // dist/fp8_weights.h
+
 struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;
@@ -32,7 +34,11 @@ struct AdamWConfig {
 class DataParallel {
  public:
   // zero: 0, 1 or 2.
-  DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw);
+  // fp8_weights (--fp8-comm weights; fp8, ZeRO 1 or 2): the block linears' weights travel
+  // as FP8 codes (dist/fp8_weights.h), the partition's boundaries inside them aligned to the
+  // recipe's scale blocks, and the bf16 all-gather after each update skips them.
+  DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw,
+               bool fp8_weights = false);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -60,6 +66,7 @@ class DataParallel {
   // and sums them in fp32 on receipt (GradReduceScatter); the rest stays f32.
   void use_fp8_gradients();
   const GradReduceScatter* fp8_gradients() const { return fp8_grads_.get(); }
+  const WeightAllGather* fp8_weights() const { return fp8_weights_.get(); }
   // Sums a scalar over ranks (each rank's weighted loss sum: the global mean loss).
   void sum_over_ranks(const Tensor& scalar);
 
@@ -110,6 +117,11 @@ class DataParallel {
   Buffer full_m_, full_v_;  // ZeRO 1: only while a checkpoint is written or read
   Tensor shard_;            // this rank's reduced gradients, from reduce_gradients to update
   std::unique_ptr<GradReduceScatter> fp8_grads_;  // --fp8-comm grads
+  std::unique_ptr<WeightAllGather> fp8_weights_;  // --fp8-comm weights
+  // The working weights all-gathered after an update (under --fp8-comm weights only those
+  // around the block linears, over around_'s partitions of the two ranges).
+  void gather_working();
+  Partition around_[2];
   // ZeRO 2: the buckets, in the order backward completes them: layer l's matrices at
   // [l] (started after layer l), then the rest (embedding, LM head, norms) at the end.
   void on_backward(int64_t layer);

@@ -1,9 +1,14 @@
 // model/llama_shard.cpp: a model whose fp32 master holds only one shard of the parameters
-// (ZeRO 1): shard_master() and the views data parallelism updates and gathers.
+// (ZeRO 1): shard_master() and the views data parallelism updates and gathers, and the
+// block linears' weights for the FP8 all-gather.
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "model/llama.h"
+#include "model/llama_parts.h"
 
 namespace octet::model {
 
@@ -58,6 +63,23 @@ void Llama::shard_master(int64_t begin, int64_t end) {
   master_ = std::move(master);
   master_begin_ = begin;
   master_end_ = end;
+}
+
+std::vector<BlockWeight> Llama::block_weights() {
+  std::vector<BlockWeight> out;
+  if (options_.precision != nn::Precision::fp8) return out;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    Layer& layer = layers_[l];
+    for (auto [name, linear] : {std::pair{"self_attn.q_proj.weight", &layer.qkv},
+                                std::pair{"self_attn.o_proj.weight", &layer.o},
+                                std::pair{"mlp.gate_proj.weight", &layer.gate_up},
+                                std::pair{"mlp.down_proj.weight", &layer.down}}) {
+      const nn::LinearConfig& c = linear->config();
+      out.push_back({param(prefix + name).offset, c.out_features, c.in_features, linear});
+    }
+  }
+  return out;
 }
 
 }  // namespace octet::model
