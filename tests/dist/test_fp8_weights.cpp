@@ -209,6 +209,37 @@ TEST(Fp8Weights, TrainingWithFp8WeightsFollowsTheRunWithout) {
   }
 }
 
+// --fp8-comm weights+grads over 30 steps: the weights the linears read are those of the run
+// without the FP8 weight gather, so under tensor-delayed (one scale per weight: no partition
+// moved) the run is the --fp8-comm grads run bit for bit, and it follows the one-process run
+// within grads' bound: 2^-5 relative per step (tests/dist/test_fp8_grads_training.cpp derives it).
+TEST(Fp8Weights, WeightsAndGradsIsTheGradsRunWithinItsBound) {
+  const int n = world()->size();
+  train::TrainConfig c = testing::tiny_run(nn::Precision::fp8, 8, 1);
+  c.recipe = fp8::Recipe::parse("tensor-delayed");
+  c.steps = 30;
+  c.warmup = 5;
+  c.eval_every = 0;
+  c.grad_clip = 1.0;
+  c.guard.enabled = false;
+  const testing::RunResult single = testing::run_trainer(c, single_process());
+  c.batch = 8 / n;
+  c.fp8_comm = Fp8Comm::grads;
+  const testing::RunResult grads = testing::run_trainer(c, world());
+  c.fp8_comm = Fp8Comm::weights_grads;
+  const testing::RunResult both = testing::run_trainer(c, world());
+  if (world()->rank() == 0) {
+    std::printf(
+        "[ measured ] weights+grads vs one process: max rel loss %.3g (grads %.3g); "
+        "step 30: %.6f (one process %.6f)\n",
+        testing::max_rel(both.loss, single.loss), testing::max_rel(grads.loss, single.loss),
+        both.loss.back(), single.loss.back());
+  }
+  EXPECT_EQ(both.loss, grads.loss);
+  EXPECT_EQ(both.master, grads.master);
+  EXPECT_LE(testing::max_rel(both.loss, single.loss), 0x1p-5);
+}
+
 TEST(Fp8Weights, RefusedWithoutFp8OrUnderZeroZero) {
   train::TrainConfig c = testing::tiny_run(nn::Precision::bf16, 8, world()->size());
   c.fp8_comm = Fp8Comm::weights;
