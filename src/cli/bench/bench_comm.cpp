@@ -23,7 +23,9 @@
 #include "dist/comm.h"
 #include "dist/fp8_reduce.h"
 #include "dist/fp8_weights.h"
+#include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
+#include "fp8/scaling.h"
 #include "model/config.h"
 #include "model/llama.h"
 
@@ -103,6 +105,25 @@ int bench_comm(const CommOptions& o) {
   const dist::Partition block_part(block_at);
   const Tensor block_bf16(static_cast<uint16_t*>(full.data()) + fp8_weights.begin(), DType::bf16,
                           {fp8_weights.end() - fp8_weights.begin()}, device);
+  // What --fp8-comm none then does with them: every rank quantizes each whole weight (and its
+  // transposed copy) in its first forward, which the FP8 path's copies replace.
+  std::vector<fp8::QuantizedTensor> whole;
+  fp8::DelayedScalingState whole_state(device, mo.recipe.delayed);
+  const std::vector<model::BlockWeight> block_weights = fp8_model.block_weights();
+  for (const model::BlockWeight& w : block_weights) {
+    whole.emplace_back(device, w.rows, w.cols, mo.recipe, fp8::Role::weight, true);
+    whole.back().use_scaling_state(whole_state);
+  }
+  whole_state.allocate();
+  const auto gather_and_quantize = [&] {
+    comm->all_gather(block_bf16, block_part);
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const model::BlockWeight& w = block_weights[i];
+      fp8::quantize(Tensor(static_cast<uint16_t*>(full.data()) + w.offset, DType::bf16,
+                           {w.rows, w.cols}, device),
+                    whole[i], mo.recipe);
+    }
+  };
   const std::string fp8_weights_name = "all-gather fp8 block linears (" + mo.recipe.str() + ")";
   const double ring = static_cast<double>(n - 1) / n;
   const std::vector<Row> rows = {
@@ -128,6 +149,8 @@ int bench_comm(const CommOptions& o) {
       {"all-gather bf16 of the block linears", 2.0 * (fp8_weights.end() - fp8_weights.begin()),
        ring, [&] { comm->all_gather(block_bf16, block_part); },
        static_cast<double>(fp8_weights.bf16_bytes_received())},
+      {"all-gather bf16 block linears + quantize", 2.0 * (fp8_weights.end() - fp8_weights.begin()),
+       ring, gather_and_quantize, static_cast<double>(fp8_weights.bf16_bytes_received())},
       {fp8_weights_name.c_str(), 1.0 * (fp8_weights.end() - fp8_weights.begin()), ring,
        [&] { fp8_weights.run(); }, static_cast<double>(fp8_weights.bytes_received())},
   };
