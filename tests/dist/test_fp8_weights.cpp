@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -238,6 +239,44 @@ TEST(Fp8Weights, WeightsAndGradsIsTheGradsRunWithinItsBound) {
   EXPECT_EQ(both.loss, grads.loss);
   EXPECT_EQ(both.master, grads.master);
   EXPECT_LE(testing::max_rel(both.loss, single.loss), 0x1p-5);
+}
+
+// A --fp8-comm weights checkpoint (mx: the partition moved; tensor-delayed: the amax history
+// carried) resumes with it bit for bit, and without it (ceil(P/N) shards read from the
+// moved layout) within the fp8 tolerance of test_dist_checkpoint.cpp (2^-7 relative).
+TEST(Fp8Weights, CheckpointResumesWithAndWithoutIt) {
+  Comm& comm = *world();
+  for (const char* text : {"tensor-delayed", "mx"}) {
+    testing::SharedTempDir dir;
+    train::TrainConfig c = testing::tiny_run(nn::Precision::fp8, 8, comm.size());
+    c.recipe = fp8::Recipe::parse(text);
+    c.guard.enabled = false;
+    c.eval_every = 0;
+    c.checkpoint_every = 3;
+    c.out_dir = dir.path() + "/run";
+    c.fp8_comm = Fp8Comm::weights;
+    const testing::RunResult straight = testing::run_trainer(c, world());
+    ASSERT_EQ(straight.loss.size(), 6u);
+    for (Fp8Comm resume_with : {Fp8Comm::weights, Fp8Comm::none}) {
+      comm.barrier();
+      if (comm.rank() == 0) std::ofstream(c.out_dir + "/latest") << "step_00000003\n";
+      comm.barrier();
+      train::TrainConfig rc = c;
+      rc.resume = true;
+      rc.checkpoint_every = 0;
+      rc.fp8_comm = resume_with;
+      const testing::RunResult resumed = testing::run_trainer(rc, world());
+      ASSERT_EQ(resumed.loss.size(), 3u) << text;
+      for (size_t i = 0; i < 3; ++i) {
+        if (resume_with == Fp8Comm::weights) {
+          EXPECT_EQ(resumed.loss[i], straight.loss[3 + i]) << text << " step " << 4 + i;
+        } else {
+          EXPECT_NEAR(resumed.loss[i], straight.loss[3 + i], 0x1p-7 * straight.loss[3 + i])
+              << text << " step " << 4 + i;
+        }
+      }
+    }
+  }
 }
 
 TEST(Fp8Weights, RefusedWithoutFp8OrUnderZeroZero) {
