@@ -171,10 +171,7 @@ WeightAllGather::WeightAllGather(std::shared_ptr<Comm> comm, model::Llama& model
     c.data = at(codes_, x.at, format_, {rows, cols});
     c.data_t = at(codes_t_, x.at, format_, {cols, rows});
     if (per_tensor_) {
-      const fp8::DelayedScalingState* state = x.w.linear->config().scaling_state;
-      c.scale_inv = recipe_.stateful()
-                        ? Tensor(state->scale_inv(x.slot).data, DType::f32, {1, 1}, device)
-                        : at(given_, wn + static_cast<int64_t>(i), DType::f32, {1, 1});
+      c.scale_inv = at(given_, wn + static_cast<int64_t>(i), DType::f32, {1, 1});
       c.scale_inv_t = c.scale_inv;
     } else {
       c.scale_inv = at(scales_, x.scale_at, sd, kernels::scale_grid_shape(rows, cols, grid_));
@@ -259,10 +256,17 @@ void WeightAllGather::quantize_shard() {
     }
     for (size_t i = 0; i < weights_.size(); ++i) {
       const Weight& x = weights_[i];
+      const Tensor scale_inv = at(given_, wn + static_cast<int64_t>(i), DType::f32, {1, 1});
+      if (!current) {
+        // The scale this step quantizes with, kept with the copy as the layer keeps it with
+        // its own quantization (the state's changes at the update, before the next fill).
+        const Tensor s = x.w.linear->config().scaling_state->scale_inv(x.slot);
+        copy_bytes(scale_inv.data, device, s.data, device, 4);
+      }
       if (x.hi == x.lo) continue;
       kernels::QuantizeOutputs out;
       out.data = at(codes_, x.lo - begin_, format_, {1, x.hi - x.lo});
-      out.scale_inv = scratch;
+      out.scale_inv = scale_inv;  // 1 / scale, as the state and the host computed it
       if (current) {
         options.given_scale = at(given_, static_cast<int64_t>(i), DType::f32, {1});
       } else {
