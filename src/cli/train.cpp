@@ -198,8 +198,9 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_parsed(*t, "--fp8-comm", c->fp8_comm, dist::fp8_comm_from_name,
-             "under mpirun and --precision fp8: none or grads (the block linears' gradients "
-             "reduce-scattered in FP8; the FP8 weight all-gather is not built yet)")
+             "under mpirun and --precision fp8: none, grads (the block linears' gradients "
+             "reduce-scattered in FP8), weights (their weights all-gathered in FP8; --zero 1 "
+             "or 2) or weights+grads")
       ->default_str("none");
   t->add_option("--seq-len", c->seq_len, "tokens per sequence")
       ->check(at_least(1))

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "core/buffer.h"
 #include "core/error.h"
@@ -72,6 +73,14 @@ Partition::Partition(int64_t n, int ranks) {
   const int64_t chunk = (n + ranks - 1) / ranks;
   offsets_.assign(static_cast<size_t>(ranks) + 1, 0);
   for (int r = 1; r <= ranks; ++r) offsets_[static_cast<size_t>(r)] = std::min(n, r * chunk);
+}
+
+Partition::Partition(std::vector<int64_t> offsets) {
+  bool ok = offsets.size() >= 2 && offsets.front() == 0;
+  for (size_t i = 1; ok && i < offsets.size(); ++i) ok = offsets[i - 1] <= offsets[i];
+  OCTET_CHECK(ok, "partition", "the offsets of a partition start at 0 and never decrease (",
+              offsets.size(), " given)");
+  offsets_ = std::move(offsets);
 }
 
 std::shared_ptr<Comm> single_process() {

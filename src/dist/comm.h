@@ -22,6 +22,8 @@ class Partition {
  public:
   Partition() = default;
   Partition(int64_t n, int ranks);
+  // Shard r is [offsets[r], offsets[r + 1]): ranks + 1 non-decreasing offsets from 0.
+  explicit Partition(std::vector<int64_t> offsets);
   int ranks() const { return static_cast<int>(offsets_.size()) - 1; }
   int64_t total() const { return offsets_.back(); }
   int64_t begin(int r) const { return offsets_[static_cast<size_t>(r)]; }

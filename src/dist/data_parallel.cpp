@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "dist/fp8_weights.h"
 #include "kernels/optimizer.h"
 
 namespace octet::dist {
@@ -25,14 +26,20 @@ Buffer f32_buffer(Device device, int64_t n) {
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero,
-                           const AdamWConfig& adamw, int64_t bucket_bytes)
+                           const AdamWConfig& adamw, bool fp8_weights, int64_t bucket_bytes)
     : comm_(std::move(comm)), model_(model), zero_(zero), adamw_(adamw) {
   OCTET_CHECK(zero >= 0 && zero <= 2, "dist", "--zero ", zero,
               " is not available: 0 (all-reduce), 1 (sharded optimizer state) or 2 (and "
               "sharded gradients, reduce-scattered in buckets during the backward)");
   const int64_t p = model.parameter_count();
   const Device device = model.options().device;
-  partition_ = Partition(p, comm_->size());
+  OCTET_CHECK(!fp8_weights || (model.options().precision == nn::Precision::fp8 && zero >= 1),
+              "dist",
+              "--fp8-comm weights needs --precision fp8 and --zero 1 or 2 (under ZeRO 0 every "
+              "rank updates every weight and gathers none)");
+  partition_ = fp8_weights ? aligned_partition(p, comm_->size(), model.block_weights(),
+                                               weight_row_alignment(model.options().recipe))
+                           : Partition(p, comm_->size());
   const int64_t local = zero == 0 ? p : partition_.count(comm_->rank());
   m_ = f32_buffer(device, local);
   v_ = f32_buffer(device, local);
@@ -48,10 +55,15 @@ DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int 
     model_.place_grads(buckets_->placement());
     model_.set_backward_hook([this](int64_t hook) { on_backward(hook); });
   }
+  if (fp8_weights) {
+    fp8_weights_ = std::make_unique<WeightAllGather>(comm_, model_, partition_);
+    model_.set_fp8_weight_source([this] { fp8_weights_->run(); });
+  }
 }
 
 DataParallel::~DataParallel() {
   if (zero_ == 2) model_.set_backward_hook(nullptr);
+  if (fp8_weights_) model_.set_fp8_weight_source(nullptr);
 }
 
 void DataParallel::last_micro_batch() {
@@ -234,7 +246,7 @@ void DataParallel::update(int64_t step, double lr, const Tensor& grad_sum_sq) {
             range(v, 0, end - begin), begin, lr, step, grad_sum_sq);
     }
     model_.sync_working_weights();
-    comm_->all_gather(model_.working(), partition_);
+    gather_working();
   }
   // Delayed FP8 scaling: every rank saw its own activations and gradients; the new scales
   // come from the amax over all ranks (the older history columns are equal everywhere).

@@ -19,6 +19,8 @@
 
 namespace octet::dist {
 
+class WeightAllGather;  // dist/fp8_weights.h
+
 struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;
@@ -36,8 +38,11 @@ struct AdamWConfig {
 class DataParallel {
  public:
   // zero: 0, 1 or 2.
+  // fp8_weights (--fp8-comm weights; fp8, ZeRO 1 or 2): the block linears' weights travel
+  // as FP8 codes (dist/fp8_weights.h), the partition's boundaries inside them aligned to the
+  // recipe's scale blocks, and the bf16 all-gather after each update skips them.
   DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw,
-               int64_t bucket_bytes = kDefaultBucketBytes);
+               bool fp8_weights = false, int64_t bucket_bytes = kDefaultBucketBytes);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -73,6 +78,7 @@ class DataParallel {
   // and sums them in fp32 on receipt (GradReduceScatter); the rest stays f32.
   void use_fp8_gradients();
   const GradReduceScatter* fp8_gradients() const { return fp8_grads_.get(); }
+  const WeightAllGather* fp8_weights() const { return fp8_weights_.get(); }
   // Sums a scalar over ranks (each rank's weighted loss sum: the global mean loss).
   void sum_over_ranks(const Tensor& scalar);
 
@@ -132,6 +138,11 @@ class DataParallel {
   void finish_started();  // waits for the started buckets; their sum is in the shard
   Tensor grad_shard() const;
   std::unique_ptr<GradBuckets> buckets_;
+  std::unique_ptr<WeightAllGather> fp8_weights_;  // --fp8-comm weights
+  // The working weights all-gathered after an update (under --fp8-comm weights only those
+  // around the block linears, over around_'s partitions of the two ranges).
+  void gather_working();
+  Partition around_[2];
   bool armed_ = false, started_ = false;
   int64_t micro_ = 0;  // the micro-batches of this step already in the shard
   int64_t buckets_started_ = 0;

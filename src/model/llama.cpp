@@ -37,6 +37,10 @@ void Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_scal
                   targets.device == options_.device,
               "model", "inputs and targets must be i32 [", b, ", ", s, "] on ",
               device_name(options_.device), ", got ", inputs.str(), " and ", targets.str());
+  if (fp8_weight_source_ && fp8_weights_stale_) {
+    fp8_weight_source_();
+    fp8_weights_stale_ = false;
+  }
   inputs_ = inputs;
   targets_ = targets;
   grad_scale_ = grad_scale;

@@ -1,7 +1,7 @@
 // model/llama.h: a LLaMA-style decoder (token embedding, L x [RMSNorm, attention with
 // RoPE and grouped-query heads, RMSNorm, SwiGLU MLP] with residuals, final RMSNorm,
 // LM head) with explicit forward and backward, under one precision policy.
-// defines: ModelOptions, ParamInfo, Llama
+// defines: ModelOptions, ParamInfo, BlockWeight, Llama
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,14 @@ struct ParamInfo {
   Shape shape;
   int64_t offset;  // in elements
   bool decay;      // AdamW weight decay applies (matrices), or not (norm weights)
+};
+
+// One transformer-block linear's weight in the parameter buffers: the fused qkv (q, k and
+// v rows adjacent) and gate_up (gate, up) count as one weight each.
+struct BlockWeight {
+  int64_t offset;      // of its first element, in elements
+  int64_t rows, cols;  // [out, in]
+  nn::Linear* linear;
 };
 
 // Parameters, gradients and activations each live in one buffer (DESIGN.md, Memory):
@@ -122,6 +130,17 @@ class Llama {
   void set_backward_hook(std::function<void(int64_t layer)> hook) {
     backward_hook_ = std::move(hook);
   }
+  // Under fp8: the block linears' weights in parameter order (layer 0's qkv, o, gate_up,
+  // down, then layer 1's, ...), contiguous; empty otherwise.
+  std::vector<BlockWeight> block_weights();
+  // Under fp8: when the weights changed since it last ran (sync_working_weights(),
+  // init_weights(), ...), forward() first calls `fill`, which gives the block linears their
+  // FP8 weights (nn::Linear::use_quantized_weight): data parallelism's FP8 all-gather of
+  // them (dist/fp8_weights.h), run where every rank runs forward. Empty: nothing is called.
+  void set_fp8_weight_source(std::function<void()> fill) {
+    fp8_weight_source_ = std::move(fill);
+    fp8_weights_stale_ = true;
+  }
   // The logits of the last forward ([T, vocab], working dtype; f32 under fp32).
   Tensor logits() const;
 
@@ -171,6 +190,8 @@ class Llama {
   float grad_scale_ = 0.0f;
   std::function<void(int64_t)> backward_hook_;
   std::vector<GradRange> grad_ranges_;  // place_grads(), by begin
+  std::function<void()> fp8_weight_source_;
+  bool fp8_weights_stale_ = true;
 };
 
 }  // namespace octet::model

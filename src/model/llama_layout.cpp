@@ -330,6 +330,7 @@ void Llama::master_to_working(const float* m, int64_t first, int64_t end) {
 }
 
 void Llama::mark_weights_changed() {
+  fp8_weights_stale_ = true;
   for (Layer& layer : layers_) {
     layer.qkv.weights_changed();
     layer.o.weights_changed();

@@ -1,11 +1,15 @@
 // model/llama_shard.cpp: a model whose fp32 master holds only one shard of the parameters
-// (ZeRO 1): shard_master() and the views data parallelism updates and gathers; and one whose
-// gradients live in data parallelism's buckets (ZeRO 2): place_grads().
+// (ZeRO 1): shard_master() and the views data parallelism updates and gathers; one whose
+// gradients live in data parallelism's buckets (ZeRO 2): place_grads(); and the block
+// linears' weights for the FP8 all-gather.
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "model/llama.h"
+#include "model/llama_parts.h"
 
 namespace octet::model {
 
@@ -97,6 +101,23 @@ Tensor Llama::placed_grad_view(const ParamInfo& p) const {
               " crosses the end of a placed range at ", r->end);
   return Tensor(static_cast<float*>(r->at.data) + (p.offset - r->begin), DType::f32, p.shape,
                 options_.device);
+}
+
+std::vector<BlockWeight> Llama::block_weights() {
+  std::vector<BlockWeight> out;
+  if (options_.precision != nn::Precision::fp8) return out;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const std::string prefix = "model.layers." + std::to_string(l) + ".";
+    Layer& layer = layers_[l];
+    for (auto [name, linear] : {std::pair{"self_attn.q_proj.weight", &layer.qkv},
+                                std::pair{"self_attn.o_proj.weight", &layer.o},
+                                std::pair{"mlp.gate_proj.weight", &layer.gate_up},
+                                std::pair{"mlp.down_proj.weight", &layer.down}}) {
+      const nn::LinearConfig& c = linear->config();
+      out.push_back({param(prefix + name).offset, c.out_features, c.in_features, linear});
+    }
+  }
+  return out;
 }
 
 }  // namespace octet::model

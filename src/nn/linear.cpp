@@ -137,6 +137,39 @@ void Linear::use_workspace(const Tensor& workspace) {
   workspace_ = workspace_bytes_ == 0 ? Tensor() : workspace;
 }
 
+void Linear::use_quantized_weight(const QuantizedWeight& w) {
+  OCTET_CHECK(config_.precision == Precision::fp8, kOp,
+              "use_quantized_weight: only an fp8 layer reads pre-quantized weights");
+  if (w.data.empty()) {
+    given_weight_ = false;
+    weight_fresh_ = false;
+    qw_.set_rows(0);  // qw_'s own storage again
+    return;
+  }
+  const int64_t in = config_.in_features, out = config_.out_features;
+  const Device device = config_.device;
+  const kernels::ScaleGrid grid = qw_.grid();
+  const DType scale_dtype = grid.e8m0 ? DType::e8m0 : DType::f32;
+  auto ok = [&](const Tensor& t, DType dtype, const Shape& shape) {
+    return t.data != nullptr && t.dtype == dtype && t.shape == shape && t.device == device;
+  };
+  const Shape fwd_scales = kernels::scale_grid_shape(out, in, grid);
+  const Shape t_scales = kernels::scale_grid_shape(in, out, grid);
+  OCTET_CHECK(
+      ok(w.data, qw_.format(), Shape{out, in}) && ok(w.scale_inv, scale_dtype, fwd_scales) &&
+          ok(w.data_t, qw_.format(), Shape{in, out}) && ok(w.scale_inv_t, scale_dtype, t_scales),
+      kOp, "use_quantized_weight: expected ", dtype_name(qw_.format()), "[", out, ", ", in, "], ",
+      dtype_name(scale_dtype), fwd_scales.str(), ", ", dtype_name(qw_.format()), "[", in, ", ", out,
+      "] and ", dtype_name(scale_dtype), t_scales.str(), " on ", device_name(device), ", got ",
+      w.data.str(), ", ", w.scale_inv.str(), ", ", w.data_t.str(), " and ", w.scale_inv_t.str());
+  qw_.set_rows(0);  // rows() 0: stats() reports no weight quantization of the layer's own
+  qw_.data = w.data;
+  qw_.scale_inv = w.scale_inv;
+  qw_.data_t = w.data_t;
+  qw_.scale_inv_t = w.scale_inv_t;
+  given_weight_ = true;
+}
+
 void Linear::set_counting(bool on) {
   for (fp8::QuantizedTensor* q : {&qx_, &qw_, &qdy_}) q->set_counting(on);
 }
@@ -201,7 +234,7 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
   if (config_.precision == Precision::fp8) {
     const fp8::Recipe& recipe = config_.recipe;
     fp8::quantize(x2, qx_, recipe);
-    if (!weight_fresh_) {
+    if (!weight_fresh_ && !given_weight_) {
       fp8::quantize(weight_, qw_, recipe);
       weight_fresh_ = true;
     }

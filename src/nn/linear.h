@@ -1,6 +1,6 @@
 // nn/linear.h: the policy-aware linear layer y = x Wᵀ (+ b): fp32, bf16, or FP8
 // GEMMs for forward, dgrad and wgrad under an FP8 recipe.
-// defines: LinearConfig, Linear
+// defines: LinearConfig, QuantizedWeight, Linear
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,13 @@ struct LinearConfig {
   fp8::DelayedScalingState* scaling_state = nullptr;
 };
 
+// W's FP8 copies made elsewhere (dist/fp8_weights.h: gathered from every rank's shard):
+// data [out, in] in the recipe's weight format with scale_inv on its grid, and the
+// transposed copy data_t [in, out] with scale_inv_t on the grid over [in, out].
+struct QuantizedWeight {
+  Tensor data, scale_inv, data_t, scale_inv_t;
+};
+
 // Bytes of fp8_scratch a layer of this shape needs: max(T in, 2 T out).
 size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features);
 
@@ -65,6 +72,15 @@ class Linear {
   // The optimizer changed the weights: the next forward re-quantizes them (under fp8
   // W is quantized once per step, however many micro-batches run).
   void weights_changed() { weight_fresh_ = false; }
+  // Under fp8: from now on forward reads W's FP8 copy from w.data and w.scale_inv and dgrad
+  // reads w.data_t and w.scale_inv_t; W itself is never quantized by the layer (no second
+  // quantization). Whoever gives them rewrites them in place before each forward after the
+  // weights changed (under tensor-delayed, also writing the weight's amax into the slot
+  // weight_scaling_slot() names). An empty w: back to quantizing the bound W.
+  void use_quantized_weight(const QuantizedWeight& w);
+  bool uses_quantized_weight() const { return given_weight_; }
+  // Under a stateful recipe: W's slot in the delayed-scaling state (-1 otherwise).
+  int weight_scaling_slot() const { return qw_.scaling_slot(); }
   // With a scaling state of its own: the per-step update (a no-op for stateless recipes).
   void update_scaling();
 
@@ -98,6 +114,7 @@ class Linear {
   fp8::QuantizedTensor qx_, qw_, qdy_;
   std::unique_ptr<fp8::DelayedScalingState> own_scaling_state_;
   bool weight_fresh_ = false;
+  bool given_weight_ = false;  // qw_'s tensors view a QuantizedWeight given to the layer
   size_t workspace_bytes_ = 0;
   Buffer own_workspace_;
   Tensor workspace_;  // u8; empty when no GEMM needs one

@@ -160,9 +160,9 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
   }
 
   const int64_t t = model_->tokens();
-  OCTET_CHECK(!dist::fp8_comm_grads(config.fp8_comm) || config.precision == nn::Precision::fp8,
+  OCTET_CHECK(config.fp8_comm == dist::Fp8Comm::none || config.precision == nn::Precision::fp8,
               "train", "--fp8-comm ", dist::fp8_comm_name(config.fp8_comm),
-              " needs --precision fp8 (the gradients travel in the recipe's gradient format); "
+              " needs --precision fp8 (what travels is in the recipe's FP8 formats); "
               "this run is ",
               nn::precision_name(config.precision));
   if (world > 1) {
@@ -170,6 +170,7 @@ Trainer::Trainer(const TrainConfig& config, std::shared_ptr<dist::Comm> comm)
                                   config.grad_clip};
     dp_ = std::make_unique<dist::DataParallel>(
         comm_, *model_, config.zero < 0 ? 1 : config.zero, adamw,
+        dist::fp8_comm_weights(config.fp8_comm),
         std::max<int64_t>(4, static_cast<int64_t>(config.bucket_mb * (1 << 20))));
     if (dist::fp8_comm_grads(config.fp8_comm)) dp_->use_fp8_gradients();
   } else {

@@ -28,6 +28,14 @@ void Trainer::switch_ranks_to_bf16(const std::string& checkpoint_dir) {
       const auto [to_m, to_v] = dp->full_moments();
       copy_bytes(to_m.data, to_m.device, m.data, m.device, static_cast<size_t>(m.numel()) * 4);
       copy_bytes(to_v.data, to_v.device, v.data, v.device, static_cast<size_t>(v.numel()) * 4);
+    } else if (dp->partition() != dp_->partition()) {
+      // --fp8-comm weights aligned the fp8 run's partition: the moments move whole.
+      const auto [m, v] = dp_->full_moments();
+      const auto [to_m, to_v] = dp->full_moments();
+      copy_bytes(to_m.data, to_m.device, m.data, m.device, static_cast<size_t>(m.numel()) * 4);
+      copy_bytes(to_v.data, to_v.device, v.data, v.device, static_cast<size_t>(v.numel()) * 4);
+      dp->moments_loaded();
+      dp_->drop_full_moments();
     } else {
       const dist::DataParallel::Shard from = dp_->optimizer_shard(), to = dp->optimizer_shard();
       const size_t bytes = static_cast<size_t>(from.m.numel()) * 4;

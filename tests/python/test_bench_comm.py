@@ -1,5 +1,6 @@
-"""`mpirun -np 2 octet bench comm`: one row per collective of a data-parallel step, with the
-bytes a ring algorithm sends per rank and a positive time; refused outside mpirun."""
+"""`mpirun -np 2 octet bench comm`: one row per collective of a data-parallel step (and the real
+--fp8-comm weights path), with the bytes a ring algorithm sends per rank and a positive time;
+refused outside mpirun."""
 import os
 import re
 import shutil
@@ -22,9 +23,20 @@ def test_rows_of_bytes_and_bandwidth_for_tiny_at_two_ranks():
     assert proc.returncode == 0, proc.stderr
     assert "125248 parameters, 2 ranks over mpi" in proc.stdout, proc.stdout
     rows = [l for l in proc.stdout.splitlines() if re.match(r"(all|reduce)-", l)]
-    assert len(rows) == 7, proc.stdout
+    assert len(rows) == 10, proc.stdout
+    # tiny's block linears: 2 layers of 64 x 16 x (2 x 4 + 2 x 2) + 3 x 64 x 176 weights.
+    block = 2 * (64 * 16 * 12 + 3 * 64 * 176)
     for row in rows:
         buffer_mb, sent_mb, ms, gbs = map(float, row.split()[-4:])
+        if "block linears" in row:
+            # Their bf16 all-gather (2 bytes each; with or without the quantization that
+            # follows it) or the real --fp8-comm weights path (one byte each, plus one f32
+            # amax per weight): half of it received per rank.
+            width = 2 if "bf16" in row else 1
+            assert abs(buffer_mb - width * block / 1e6) < 0.06, row
+            assert abs(sent_mb - buffer_mb * 0.5) < 0.06, row
+            assert ms > 0 and gbs > 0, row
+            continue
         if "fp8 grads" in row:
             # The f32 gradients reduce-scattered with the block linears' half sent as one
             # byte each: between 1/4 and all of the f32 reduce-scatter's half of 4 P bytes.

@@ -3,8 +3,10 @@
 // on the CPU, NCCL on CUDA): bytes each rank sends per step (ring algorithms: (N-1)/N of
 // the buffer per all-gather or reduce-scatter, twice that per all-reduce) and the achieved
 // bandwidth, with the weights all-gathered in f32 (ZeRO 1 under fp32), bf16 (ZeRO 1 under
-// bf16 and fp8) and FP8 (--fp8-comm weights); the gradients reduce-scattered in f32, with
-// the block linears' in FP8 (--fp8-comm grads: an exchange of codes summed in fp32,
+// bf16 and fp8) and FP8 as the modelled byte count and as the real --fp8-comm weights path
+// (dist/fp8_weights.h on an fp8 model of the shape: each rank's shard quantized with the
+// recipe, codes and scales gathered, transposed copies made); the gradients reduce-scattered in
+// f32, with the block linears' in FP8 (--fp8-comm grads: an exchange of codes summed in fp32,
 // dist/fp8_reduce.h), and in per-layer buckets started one after the other as ZeRO 2's
 // backward does. With --memory, the bytes each rank holds per mode (fp32 master, AdamW moments,
 // f32 gradients), from a bf16 model and dist::DataParallel built for each.
@@ -22,6 +24,10 @@
 #include "dist/comm.h"
 #include "dist/data_parallel.h"
 #include "dist/fp8_reduce.h"
+#include "dist/fp8_weights.h"
+#include "fp8/quantized_tensor.h"
+#include "fp8/recipe.h"
+#include "fp8/scaling.h"
 #include "model/config.h"
 #include "model/llama.h"
 
@@ -31,6 +37,7 @@ namespace {
 struct CommOptions {
   std::string model = "small";
   std::string device = "cpu";
+  std::string recipe = "tensor-current";
   int reps = 5;
   bool memory = false;
   double bucket_mb = 25;
@@ -104,6 +111,49 @@ int bench_comm(const CommOptions& o) {
                         3 * d * config.intermediate_size;
   const int64_t first = config.vocab_size * d, last = first + config.num_hidden_layers * layer;
   dist::GradReduceScatter fp8_grads(comm, part, first, last, DType::e5m2, device);
+  // The real FP8 weight path on an fp8 model of the shape (activations for 16 tokens).
+  model::ModelOptions mo;
+  mo.precision = nn::Precision::fp8;
+  mo.recipe = fp8::Recipe::parse(o.recipe);
+  mo.batch = 1;
+  mo.seq_len = std::min<int64_t>(16, config.max_position_embeddings);
+  mo.device = device;
+  model::Llama fp8_model(config, mo);
+  const dist::Partition aligned = dist::aligned_partition(p, n, fp8_model.block_weights(),
+                                                          dist::weight_row_alignment(mo.recipe));
+  fp8_model.shard_master(aligned.begin(comm->rank()), aligned.end(comm->rank()));
+  fp8_model.init_weights(1);
+  dist::WeightAllGather fp8_weights(comm, fp8_model, aligned);
+  // What --fp8-comm none gathers of the same range: its bf16 working weights.
+  std::vector<int64_t> block_at;
+  for (int r = 0; r <= n; ++r) {
+    block_at.push_back(
+        std::clamp(r < n ? aligned.begin(r) : p, fp8_weights.begin(), fp8_weights.end()) -
+        fp8_weights.begin());
+  }
+  const dist::Partition block_part(block_at);
+  const Tensor block_bf16(static_cast<uint16_t*>(full.data()) + fp8_weights.begin(), DType::bf16,
+                          {fp8_weights.end() - fp8_weights.begin()}, device);
+  // What --fp8-comm none then does with them: every rank quantizes each whole weight (and its
+  // transposed copy) in its first forward, which the FP8 path's copies replace.
+  std::vector<fp8::QuantizedTensor> whole;
+  fp8::DelayedScalingState whole_state(device, mo.recipe.delayed);
+  const std::vector<model::BlockWeight> block_weights = fp8_model.block_weights();
+  for (const model::BlockWeight& w : block_weights) {
+    whole.emplace_back(device, w.rows, w.cols, mo.recipe, fp8::Role::weight, true);
+    whole.back().use_scaling_state(whole_state);
+  }
+  whole_state.allocate();
+  const auto gather_and_quantize = [&] {
+    comm->all_gather(block_bf16, block_part);
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const model::BlockWeight& w = block_weights[i];
+      fp8::quantize(Tensor(static_cast<uint16_t*>(full.data()) + w.offset, DType::bf16,
+                           {w.rows, w.cols}, device),
+                    whole[i], mo.recipe);
+    }
+  };
+  const std::string fp8_weights_name = "all-gather fp8 block linears (" + mo.recipe.str() + ")";
   const double ring = static_cast<double>(n - 1) / n;
   const std::vector<Row> rows = {
       {"all-reduce f32 (ZeRO 0 gradients)", 4.0 * p, 2 * ring,
@@ -125,18 +175,25 @@ int bench_comm(const CommOptions& o) {
        [&] { comm->all_gather(full.tensor(DType::bf16, {p}), part); }},
       {"all-gather fp8 (--fp8-comm weights)", 1.0 * p, ring,
        [&] { comm->all_gather(full.tensor(DType::e4m3, {p}), part); }},
+      {"all-gather bf16 of the block linears", 2.0 * (fp8_weights.end() - fp8_weights.begin()),
+       ring, [&] { comm->all_gather(block_bf16, block_part); },
+       static_cast<double>(fp8_weights.bf16_bytes_received())},
+      {"all-gather bf16 block linears + quantize", 2.0 * (fp8_weights.end() - fp8_weights.begin()),
+       ring, gather_and_quantize, static_cast<double>(fp8_weights.bf16_bytes_received())},
+      {fp8_weights_name.c_str(), 1.0 * (fp8_weights.end() - fp8_weights.begin()), ring,
+       [&] { fp8_weights.run(); }, static_cast<double>(fp8_weights.bytes_received())},
   };
   if (comm->rank() == 0) {
     std::printf("octet bench comm: %s, %lld parameters, %d ranks over %s, median of %d\n",
                 o.model.c_str(), static_cast<long long>(p), n, comm->backend().c_str(), o.reps);
-    std::printf("%-40s %12s %12s %10s %12s\n", "collective", "buffer MB", "sent MB/rank", "ms",
+    std::printf("%-46s %12s %12s %10s %12s\n", "collective", "buffer MB", "sent MB/rank", "ms",
                 "bus GB/s");
   }
   for (const Row& r : rows) {
     const double s = time_median(*comm, o.reps, r.run);
     const double sent = r.sent >= 0 ? r.sent : r.buffer_bytes * r.wire_factor;
     if (comm->rank() == 0)
-      std::printf("%-40s %12.1f %12.1f %10.2f %12.2f\n", r.what, r.buffer_bytes / 1e6, sent / 1e6,
+      std::printf("%-46s %12.1f %12.1f %10.2f %12.2f\n", r.what, r.buffer_bytes / 1e6, sent / 1e6,
                   s * 1e3, sent / s / 1e9);
   }
   if (o.memory) print_memory(o, config, comm, device);
@@ -152,6 +209,7 @@ void add_bench_comm(cli::Commands& commands, CLI::App& bench) {
                    [o] { return bench_comm(*o); });
   c->add_option("--model", o->model, "tiny, small, 1b, 7b or a config.json path");
   c->add_option("--device", o->device, "cpu (MPI) or cuda (NCCL)");
+  c->add_option("--recipe", o->recipe, "the FP8 recipe of the real --fp8-comm weights path");
   c->add_option("--reps", o->reps, "timed repetitions (the median is printed)")
       ->check(CLI::Range(1, 1000));
   c->add_flag("--memory", o->memory,
