@@ -43,6 +43,9 @@ class DataParallel {
   // recipe's scale blocks, and the bf16 all-gather after each update skips them.
   DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw,
                bool fp8_weights = false, int64_t bucket_bytes = kDefaultBucketBytes);
+  // A byte count where fp8_weights goes would convert to `true`: refused at compile time.
+  DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int zero, const AdamWConfig& adamw,
+               int64_t bucket_bytes) = delete;
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;

@@ -146,7 +146,7 @@ TEST(Zero2, GradientsHoldOnlyTheShardAndTheBuckets) {
   const int64_t layer_bytes =
       (config.qkv_size() + config.hidden_size + 3 * config.intermediate_size) * config.hidden_size *
       4;
-  const DataParallel zero2(comm, zero2_model, 2, {}, layer_bytes);
+  const DataParallel zero2(comm, zero2_model, 2, {}, false, layer_bytes);
   const int64_t shard = zero2.partition().count(r);
   EXPECT_EQ(zero1.gradient_bytes(), static_cast<size_t>(p + shard) * 4);
   // ZeRO 2: no buffer of all P in the model.
@@ -182,7 +182,7 @@ TEST(Zero2, ANonFiniteGradientReachesEveryRanksNorm) {
     for (bool poison : {false, true}) {
       model::Llama model(config, options);
       model.init_weights(7);
-      DataParallel dp(comm, model, 2, {}, 64 << 10);  // a bucket per layer and two slots
+      DataParallel dp(comm, model, 2, {}, false, 64 << 10);  // a bucket per layer and two slots
       // Rank 0's layer 1 down_proj (a middle bucket) gets a NaN weight: its gradient and
       // everything below it in the backward go NaN on rank 0 only.
       if (poison && comm->rank() == 0) {
@@ -225,7 +225,7 @@ TEST(Zero2, TiedEmbeddingStepEqualsZeroOne) {
     for (int zero : {1, 2}) {
       model::Llama model(config, options);
       model.init_weights(3);
-      DataParallel dp(comm, model, zero, {}, 64 << 10);
+      DataParallel dp(comm, model, zero, {}, false, 64 << 10);
       model.zero_grads();
       model.forward(t, t, 1.0f / 32);
       dp.last_micro_batch();

@@ -57,7 +57,8 @@ void print_memory(const CommOptions& o, const model::LlamaConfig& config,
   for (int zero : {0, 1, 2}) {
     model::Llama model(config, options);
     const dist::DataParallel dp(
-        comm, model, zero, {}, std::max<int64_t>(4, static_cast<int64_t>(o.bucket_mb * (1 << 20))));
+        comm, model, zero, {}, false,
+        std::max<int64_t>(4, static_cast<int64_t>(o.bucket_mb * (1 << 20))));
     const double master = static_cast<double>(model.master_bytes()) / 1e6;
     const double moments = static_cast<double>(dp.moment_bytes()) / 1e6;
     const double grads = static_cast<double>(dp.gradient_bytes()) / 1e6;
