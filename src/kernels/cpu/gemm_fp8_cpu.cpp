@@ -2,9 +2,14 @@
 // bf16 (every E4M3/E5M2 value is a bf16 value), multiplied by the bf16 GEMM with
 // fp32 accumulation, and the scale_inv factors applied in fp32 the way Hopper's
 // scaled GEMMs apply them: per tensor on the accumulator, per row/column in the
-// epilogue, and per K slice for grids that split K (1x128, 128x128, MX).
+// epilogue, and per K slice for grids that split K (1x128, 128x128, MX). That per-slice
+// loop is the reference path; gemm_fp8_fused_cpu.cpp runs row, block and MX scales as one
+// full-K GEMM where their range allows it (the default, see Fp8GemmPath).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -96,17 +101,40 @@ Layout layout(GemmDims d, const GemmOptions& o) {
           slices > 1 ? align_up(static_cast<size_t>(d.m * d.n) * 4) : 0};
 }
 
+constexpr int kPathUnset = -1;
+std::atomic<int> g_path{kPathUnset};
+
 }  // namespace
 
+Fp8GemmPath fp8_gemm_path() {
+  int path = g_path.load(std::memory_order_relaxed);
+  if (path == kPathUnset) {
+    const char* env = std::getenv("OCTET_CPU_FP8_GEMM");
+    const std::string_view name = env ? env : "";
+    OCTET_CHECK(name.empty() || name == "fused" || name == "slices", "gemm", "OCTET_CPU_FP8_GEMM='",
+                name, "' is not a path; use fused or slices (or leave it unset)");
+    path = static_cast<int>(name == "slices" ? Fp8GemmPath::slices : Fp8GemmPath::fused);
+    g_path.store(path, std::memory_order_relaxed);
+  }
+  return static_cast<Fp8GemmPath>(path);
+}
+
+void set_fp8_gemm_path(Fp8GemmPath path) {
+  g_path.store(static_cast<int>(path), std::memory_order_relaxed);
+}
+
 size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o) {
-  return layout(d, o).total();
+  // Either path may run (the fused one declines scales out of its range): room for both.
+  if (per_tensor(o)) return layout(d, o).total();
+  return std::max(layout(d, o).total(), fp8_gemm_fused_workspace_bytes(d, o));
 }
 
 void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d) {
   const Layout l = layout(d, o);
   const size_t have = o.workspace.empty() ? 0 : o.workspace.nbytes();
-  OCTET_CHECK(have >= l.total(), "gemm", "FP8 on the CPU needs a workspace of ", l.total(),
-              " bytes (got ", have, "); size it with gemm_workspace_bytes");
+  const size_t need = fp8_gemm_workspace_bytes(d, o);
+  OCTET_CHECK(have >= need, "gemm", "FP8 on the CPU needs a workspace of ", need, " bytes (got ",
+              have, "); size it with gemm_workspace_bytes");
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
   auto* a16 = reinterpret_cast<uint16_t*>(base);
   auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
@@ -126,6 +154,8 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
                 o.beta});
     return;
   }
+
+  if (fp8_gemm_path() == Fp8GemmPath::fused && fp8_gemm_fused(a, b, c, o, d)) return;
 
   // Scales that vary by row, column or K slice: accumulate sum_s (sa * sb) * partial_s
   // in fp32, then C = alpha * acc + beta * C.
