@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -562,6 +563,36 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
   const std::vector<double> c = run_kernel_gemm(Device::cpu(), nan);
   for (int64_t i = 0; i < m; ++i) EXPECT_TRUE(std::isnan(c[i * n])) << "row " << i;
+}
+
+// Every code of both formats widens to the bf16 of its exact value (NaN to a NaN), in the
+// vector loop and its scalar tail, on every instruction-set level this machine has.
+TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  for (const char* isa : {"avx512", "avx2", "baseline"}) {
+    setenv("OCTET_CPU_ISA", isa, 1);
+    for (const DType dtype : {DType::e4m3, DType::e5m2}) {
+      std::vector<uint8_t> codes(256 + 7);
+      for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 % 256);
+      std::vector<uint16_t> out(codes.size());
+      kernels::cpu::widen_fp8_to_bf16(codes.data(), dtype, out.data(), std::ssize(codes));
+      for (size_t i = 0; i < codes.size(); ++i) {
+        const float exact = fp8_to_f32(codes[i], dtype);
+        if (std::isnan(exact)) {
+          EXPECT_TRUE(std::isnan(bf16_to_f32(out[i]))) << isa << " code " << int{codes[i]};
+        } else {
+          EXPECT_EQ(out[i], f32_bits(exact) >> 16)
+              << isa << " " << dtype_name(dtype) << " code " << int{codes[i]};
+        }
+      }
+    }
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
 }
 
 // ---- refusals (validation runs before dispatch, so the CPU shows them for every device) ----

@@ -2,7 +2,7 @@
 // portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
 //          gemm_reference, onednn_available, onednn_gemm, Fp8GemmPath, fp8_gemm_path,
-//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind
+//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, widen_fp8_to_bf16
 #pragma once
 
 #include <cstdint>
@@ -63,6 +63,8 @@ void set_fp8_gemm_path(Fp8GemmPath path);
 // The fused path (gemm_fp8_fused_cpu.cpp): its workspace; which of its ways these operands
 // take (none: their scales' range does not allow it); and the GEMM, which returns false
 // without touching C where the kind is none.
+// out[i] = the bf16 encoding of FP8 code in[i] (exact), vectorised where the CPU allows.
+void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n);
 enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
 size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options);
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& options,

@@ -24,37 +24,13 @@ size_t align_up(size_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
 
-// E4M3/E5M2 -> bf16: the exact f32 decode ends in 16 zero bits, so its upper half
-// is the bf16 encoding; NaN stays NaN and E5M2's infinities stay infinite.
-struct Fp8ToBf16 {
-  uint16_t e4m3[256];
-  uint16_t e5m2[256];
-};
-
-const Fp8ToBf16& fp8_to_bf16_tables() {
-  static const Fp8ToBf16 tables = [] {
-    Fp8ToBf16 t{};
-    for (int v = 0; v < 256; ++v) {
-      t.e4m3[v] = static_cast<uint16_t>(f32_bits(e4m3_to_f32(static_cast<uint8_t>(v))) >> 16);
-      t.e5m2[v] = static_cast<uint16_t>(f32_bits(e5m2_to_f32(static_cast<uint8_t>(v))) >> 16);
-    }
-    return t;
-  }();
-  return tables;
-}
-
 // Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] bf16 one.
 void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,
                uint16_t* dst) {
-  const Fp8ToBf16& t = fp8_to_bf16_tables();
-  const uint16_t* table = dtype == DType::e4m3 ? t.e4m3 : t.e5m2;
   // Below ~64 Ki elements one thread is faster than waking the others.
 #pragma omp parallel for schedule(static) if (rows * width > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* in = src + r * ld + k0;
-    uint16_t* out = dst + r * width;
-    for (int64_t i = 0; i < width; ++i) out[i] = table[in[i]];
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    widen_fp8_to_bf16(src + r * ld + k0, dtype, dst + r * width, width);
 }
 
 // The scale_inv of row `row` of an operand in K slice `slice`.

@@ -19,6 +19,16 @@
 #include <cstdlib>
 #include <string_view>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+// GCC 12 warns that the undefined vectors its AVX-512 intrinsics start from are
+// uninitialised (as kernels/cpu/vector_math.h says).
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/backends.h"
@@ -126,7 +136,8 @@ const float* decode_table(DType fp8) {
 // product has the code's <= 4 significant bits, so its low 16 bits are zero).
 [[gnu::always_inline]] inline void widen_bf16_loop(const uint8_t* __restrict in,
                                                    uint16_t* __restrict out, int64_t n,
-                                                   const float* __restrict table, float scale) {
+                                                   const float* __restrict table, float scale,
+                                                   bool) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = static_cast<uint16_t>(f32_bits(table[in[i]] * scale) >> 16);
 }
@@ -134,7 +145,8 @@ const float* decode_table(DType fp8) {
 // out[i] = table[in[i]] * scale in f32 (one rounding).
 [[gnu::always_inline]] inline void widen_f32_loop(const uint8_t* __restrict in,
                                                   float* __restrict out, int64_t n,
-                                                  const float* __restrict table, float scale) {
+                                                  const float* __restrict table, float scale,
+                                                  bool) {
   for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]] * scale;
 }
 
@@ -158,33 +170,80 @@ const float* decode_table(DType fp8) {
 }
 
 struct Loops {
-  void (*widen_bf16)(const uint8_t*, uint16_t*, int64_t, const float*, float);
-  void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float);
+  void (*widen_bf16)(const uint8_t*, uint16_t*, int64_t, const float*, float, bool);
+  void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float, bool);
   void (*epilogue)(const float*, const float*, int64_t, float, float, float*, uint16_t*);
 };
 
-#define OCTET_FP8_GEMM_VARIANT(name, attributes)                                                 \
+#define OCTET_FP8_GEMM_WIDEN(name, attributes)                                                   \
   attributes void widen_bf16_##name(const uint8_t* in, uint16_t* out, int64_t n,                 \
-                                    const float* table, float scale) {                           \
-    widen_bf16_loop(in, out, n, table, scale);                                                   \
+                                    const float* table, float scale, bool e4m3) {                \
+    widen_bf16_loop(in, out, n, table, scale, e4m3);                                             \
   }                                                                                              \
   attributes void widen_f32_##name(const uint8_t* in, float* out, int64_t n, const float* table, \
-                                   float scale) {                                                \
-    widen_f32_loop(in, out, n, table, scale);                                                    \
-  }                                                                                              \
-  attributes void epilogue_##name(const float* acc, const float* col_scale, int64_t n,           \
-                                  float row_scale, float beta, float* cf, uint16_t* cb) {        \
-    epilogue_loop(acc, col_scale, n, row_scale, beta, cf, cb);                                   \
-  }                                                                                              \
-  constexpr Loops kLoops_##name = {widen_bf16_##name, widen_f32_##name, epilogue_##name};
+                                   float scale, bool e4m3) {                                     \
+    widen_f32_loop(in, out, n, table, scale, e4m3);                                              \
+  }
+#define OCTET_FP8_GEMM_EPILOGUE(name, attributes)                                         \
+  attributes void epilogue_##name(const float* acc, const float* col_scale, int64_t n,    \
+                                  float row_scale, float beta, float* cf, uint16_t* cb) { \
+    epilogue_loop(acc, col_scale, n, row_scale, beta, cf, cb);                            \
+  }
 
-OCTET_FP8_GEMM_VARIANT(baseline, )
+OCTET_FP8_GEMM_WIDEN(baseline, )
+OCTET_FP8_GEMM_EPILOGUE(baseline, )
+constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_f32_baseline, epilogue_baseline};
 #if defined(__x86_64__) && defined(__GNUC__)
-OCTET_FP8_GEMM_VARIANT(avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
-OCTET_FP8_GEMM_VARIANT(
-    avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
+#define OCTET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
+#define OCTET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2")))
+OCTET_FP8_GEMM_WIDEN(avx2, OCTET_AVX2)
+OCTET_FP8_GEMM_EPILOGUE(avx2, OCTET_AVX2)
+OCTET_FP8_GEMM_EPILOGUE(avx512, OCTET_AVX512)
+constexpr Loops kLoops_avx2 = {widen_bf16_avx2, widen_f32_avx2, epilogue_avx2};
+
+// 16 FP8 codes -> their f32 values times `scale` (one rounding; exact for a power of two
+// in range), by way of f16: (code & 0x7F) << 7 as f16 bits is |E4M3 value| x 2^-8 for every
+// finite code, subnormals included (both formats' mantissas line up, bias 15 vs 7), and
+// code << 8 is the E5M2 value itself (E5M2 is f16's upper byte). vcvtph2ps is exact.
+OCTET_AVX512 inline __m512 decode16_avx512(const uint8_t* in, __m512 scale, bool e4m3) {
+  const __m256i codes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  if (!e4m3) return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_slli_epi16(codes, 8)), scale);
+  const __m256i mag = _mm256_and_si256(codes, _mm256_set1_epi16(0x7F));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes, _mm256_set1_epi16(0x80)), 8);
+  const __m256i half = _mm256_or_si256(_mm256_slli_epi16(mag, 7), sign);
+  const __m512 v =
+      _mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_mul_ps(scale, _mm512_set1_ps(256.0f)));
+  // E4M3's only NaN magnitude, 0x7F, would decode as 480: make it a quiet NaN.
+  const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
+  return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(NAN));
+}
+
+OCTET_AVX512 void widen_bf16_avx512(const uint8_t* in, uint16_t* out, int64_t n, const float* table,
+                                    float scale, bool e4m3) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits =
+        _mm512_srli_epi32(_mm512_castps_si512(decode16_avx512(in + i, s, e4m3)), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(bits));
+  }
+  widen_bf16_loop(in + i, out + i, n - i, table, scale, e4m3);
+}
+
+OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, const float* table,
+                                   float scale, bool e4m3) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, decode16_avx512(in + i, s, e4m3));
+  widen_f32_loop(in + i, out + i, n - i, table, scale, e4m3);
+}
+constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_f32_avx512, epilogue_avx512};
+#undef OCTET_AVX2
+#undef OCTET_AVX512
 #endif
-#undef OCTET_FP8_GEMM_VARIANT
+#undef OCTET_FP8_GEMM_WIDEN
+#undef OCTET_FP8_GEMM_EPILOGUE
 
 const Loops& pick_loops() {
   const Isa isa = usable_isa("gemm");
@@ -206,9 +265,9 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       const int64_t w = std::min(s.block_cols, k - s0);
       const float scale = apply_scales ? s.at(r, slice) : 1.0f;
       if constexpr (sizeof(Out) == 2) {
-        l.widen_bf16(src + r * k + s0, dst + r * k + s0, w, table, scale);
+        l.widen_bf16(src + r * k + s0, dst + r * k + s0, w, table, scale, dtype == DType::e4m3);
       } else {
-        l.widen_f32(src + r * k + s0, dst + r * k + s0, w, table, scale);
+        l.widen_f32(src + r * k + s0, dst + r * k + s0, w, table, scale, dtype == DType::e4m3);
       }
     }
   }
@@ -247,6 +306,10 @@ FusedLayout fused_layout(GemmDims d, const GemmOptions& o) {
 }
 
 }  // namespace
+
+void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n) {
+  pick_loops().widen_bf16(in, out, n, decode_table(dtype), 1.0f, dtype == DType::e4m3);
+}
 
 size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o) {
   return fused_layout(d, o).total();
