@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -195,9 +196,17 @@ std::vector<double> scaled_values(const ScaledOperand& op) {
 // |alpha| sum_k |sa sb a b| + |beta C0|. (Per tensor the CPU folds sa * sb into alpha:
 // alpha * (sa * sb) rounds twice, L = K, S = 1: gamma_{K+5}, the same.) A bf16 C rounds once
 // more, by at most 2^-8 of its magnitude.
-Expected reference(const ScaledGemm& g, double u_acc = kU) {
+//
+// whole_k: the CPU's fused path (kernels/cpu/gemm_fp8_fused_cpu.cpp) sums all K products in
+// one fp32 GEMM, so L = K, S = 1: gamma_{K+5} covers each of its ways. Powers of two folded
+// into bf16 operands: products exact, gamma_K, then alpha, beta C0 and the sum: gamma_{K+3}.
+// Per-row scales: gamma_K for the codes' sum, alpha * sa (1), * sb (1), * acc (1), beta C0 and
+// the sum (2): gamma_{K+5}. Per-slice f32 scales: sa a and sb b round once each in f32, so
+// each product carries gamma_2; the f32 sum gamma_K, alpha (1), beta C0 and the sum (2):
+// gamma_{K+5} (a bf16 C: the same roundings, its own 2^-8 added as above).
+Expected reference(const ScaledGemm& g, double u_acc = kU, bool whole_k = false) {
   const int64_t m = g.a.rows, n = g.b.rows, k = g.a.cols;
-  const int64_t slice = g.a.grid.block_cols == 0 ? k : std::min(g.a.grid.block_cols, k);
+  const int64_t slice = g.a.grid.block_cols == 0 || whole_k ? k : std::min(g.a.grid.block_cols, k);
   const int64_t slices = (k + slice - 1) / slice;
   const double gam = gamma(slice + slices + 4, u_acc);
   // sa(i,k) a_ik and sb(j,k) b_jk are exact in float64 (24 + 4 bits).
@@ -289,15 +298,32 @@ std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g) {
   });
 }
 
-// The CPU runs every case on each engine (the reference always, oneDNN where built).
-void for_each_engine(Device device, const std::function<void(const char*)>& body) {
-  if (!device.is_cpu()) return body("device");
+// Restores the CPU's FP8 GEMM path (fused or per K slice) when it goes out of scope.
+class Fp8PathGuard {
+ public:
+  Fp8PathGuard() : saved_(kernels::cpu::fp8_gemm_path()) {}
+  ~Fp8PathGuard() { kernels::cpu::set_fp8_gemm_path(saved_); }
+
+ private:
+  kernels::cpu::Fp8GemmPath saved_;
+};
+
+// The CPU runs every case on each engine (the reference always, oneDNN where built) and
+// each FP8 path (fused: whole_k true, the bound of one full-K sum; per K slice: false).
+void for_each_engine(Device device,
+                     const std::function<void(const std::string&, bool whole_k)>& body) {
+  if (!device.is_cpu()) return body("device", false);
   EngineGuard guard;
+  Fp8PathGuard path_guard;
   std::vector<GemmImpl> engines{GemmImpl::reference};
   if (kernels::cpu::onednn_available()) engines.push_back(GemmImpl::onednn);
   for (GemmImpl e : engines) {
     kernels::cpu::set_gemm_impl(e);
-    body(kernels::cpu::gemm_impl_name(e));
+    for (const bool fused : {true, false}) {
+      kernels::cpu::set_fp8_gemm_path(fused ? kernels::cpu::Fp8GemmPath::fused
+                                            : kernels::cpu::Fp8GemmPath::slices);
+      body(std::string(kernels::cpu::gemm_impl_name(e)) + (fused ? " fused" : " slices"), fused);
+    }
   }
 }
 
@@ -338,14 +364,16 @@ TEST_P(ScaledGemmOnDevice, EveryScaleGridMatchesFloat64WithinGammaOfTheSlices) {
       ++variant;
       ScaledGemm g{random_operand(da, s.m, s.k, ga, rng), random_operand(db, s.n, s.k, gb, rng),
                    random_c(c, s.m, s.n, rng), ab[0], ab[1]};
-      const Expected e = reference(g, accumulation_unit(device));
       std::vector<double> got;
-      for_each_engine(device, [&](const char* engine) {
+      for_each_engine(device, [&](const std::string& engine, bool whole_k) {
         got = run_kernel_gemm(device, g);
-        expect_within_bound(got, e, g.describe() + " engine=" + engine);
+        expect_within_bound(got, reference(g, accumulation_unit(device), whole_k),
+                            g.describe() + " engine=" + engine);
       });
       if (!device.is_cpu()) {
-        expect_close_to_cpu(got, run_kernel_gemm(Device::cpu(), g), e, reference(g), g.describe());
+        expect_close_to_cpu(got, run_kernel_gemm(Device::cpu(), g),
+                            reference(g, accumulation_unit(device)), reference(g, kU, true),
+                            g.describe());
       }
     }
   }
@@ -417,13 +445,12 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
     for (const LayerGemm& lg : gemms) {
       ScaledGemm g{*lg.ha, *lg.hb, random_c(lg.c, lg.ha->rows, lg.hb->rows, rng), lg.alpha,
                    lg.beta};
-      const Expected e = reference(g, accumulation_unit(device));
       fp8::Fp8GemmOptions o;
       o.alpha = lg.alpha;
       o.beta = lg.beta;
       o.fast_accum = lg.fast_accum;
       std::vector<double> got;
-      for_each_engine(device, [&](const char* engine) {
+      for_each_engine(device, [&](const std::string& engine, bool whole_k) {
         Buffer workspace;
         got = run_into_c(device, g.c0, [&](const Tensor& c) {
           const size_t bytes = fp8::gemm_workspace_bytes(lg.a, lg.b, c, o);
@@ -435,10 +462,12 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
           fp8::gemm(lg.a, lg.b, c, with);
         });
         expect_within_bound(
-            got, e, std::string(name) + " " + lg.what + " " + g.describe() + " engine=" + engine);
+            got, reference(g, accumulation_unit(device), whole_k),
+            std::string(name) + " " + lg.what + " " + g.describe() + " engine=" + engine);
       });
       if (!device.is_cpu()) {
-        expect_close_to_cpu(got, run_kernel_gemm(Device::cpu(), g), e, reference(g),
+        expect_close_to_cpu(got, run_kernel_gemm(Device::cpu(), g),
+                            reference(g, accumulation_unit(device)), reference(g, kU, true),
                             std::string(name) + " " + lg.what + " " + g.describe());
       }
     }
@@ -447,6 +476,124 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
 
 INSTANTIATE_TEST_SUITE_P(Devices, ScaledGemmOnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
+
+// ---- the CPU's fused path: which way it takes, and where it declines ----------------------
+
+// The fused way run_kernel_gemm's operands take on the CPU.
+kernels::cpu::Fp8FusedKind fused_kind(const ScaledGemm& g) {
+  GemmOptions o;
+  o.a_grid = g.a.grid;
+  o.b_grid = g.b.grid;
+  const DType sa = g.a.grid.e8m0 ? DType::e8m0 : DType::f32;
+  const DType sb = g.b.grid.e8m0 ? DType::e8m0 : DType::f32;
+  const Tensor a(const_cast<uint8_t*>(g.a.codes.data()), g.a.dtype, {g.a.rows, g.a.cols});
+  const Tensor b(const_cast<uint8_t*>(g.b.codes.data()), g.b.dtype, {g.b.rows, g.b.cols});
+  o.a_scale_inv = Tensor(const_cast<uint8_t*>(g.a.scale_bytes.data()), sa,
+                         kernels::scale_grid_shape(g.a.rows, g.a.cols, g.a.grid));
+  o.b_scale_inv = Tensor(const_cast<uint8_t*>(g.b.scale_bytes.data()), sb,
+                         kernels::scale_grid_shape(g.b.rows, g.b.cols, g.b.grid));
+  return kernels::cpu::fp8_gemm_fused_kind(a, b, o, {g.a.rows, g.b.rows, g.a.cols});
+}
+
+void set_scale(ScaledOperand& op, size_t cell, double value) {
+  if (op.grid.e8m0) {
+    const int e = static_cast<int>(std::lround(std::log2(value))) + 127;
+    op.scale_bytes[cell] = static_cast<uint8_t>(e);
+    op.scales[cell] = e8m0_to_f32(op.scale_bytes[cell]);
+  } else {
+    const auto f = static_cast<float>(value);
+    std::memcpy(&op.scale_bytes[cell * 4], &f, 4);
+    op.scales[cell] = f;
+  }
+}
+
+// Each grid takes its way (powers of two fold into bf16, row scales an epilogue, other
+// K-splitting scales f32 operands), and scales whose range could make those conversions
+// inexact fall back to the per-slice path: the result is then that path's, bit for bit, and
+// within its bound.
+TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
+  using kernels::cpu::Fp8FusedKind;
+  testing::Rng rng(testing::fresh_seed());
+  EngineGuard engine_guard;
+  Fp8PathGuard path_guard;
+  const int64_t m = 40, n = 48, k = 272;
+  auto make = [&](ScaleGrid ga, ScaleGrid gb) {
+    return ScaledGemm{random_operand(DType::e4m3, m, k, ga, rng),
+                      random_operand(DType::e5m2, n, k, gb, rng), random_c(DType::bf16, m, n, rng),
+                      1.0f, 0.5f};
+  };
+  auto pow2_scales = [](ScaledOperand& op) {
+    for (size_t i = 0; i < op.scales.size(); ++i)
+      set_scale(op, i, std::exp2(std::floor(std::log2(op.scales[i]))));
+  };
+  ScaledGemm mx = make(kMx, kMx), row = make(kRow, kRow), blocks = make(kTiles, kBlocks),
+             row_pow2 = make(kRow, kRow), blocks_pow2 = make(kTiles, kBlocks);
+  pow2_scales(row_pow2.a);
+  pow2_scales(row_pow2.b);
+  pow2_scales(blocks_pow2.a);
+  pow2_scales(blocks_pow2.b);
+  EXPECT_EQ(fused_kind(mx), Fp8FusedKind::folded_bf16);
+  EXPECT_EQ(fused_kind(row_pow2), Fp8FusedKind::folded_bf16);
+  EXPECT_EQ(fused_kind(blocks_pow2), Fp8FusedKind::folded_bf16);
+  EXPECT_EQ(fused_kind(row), Fp8FusedKind::row_epilogue);
+  EXPECT_EQ(fused_kind(blocks), Fp8FusedKind::scaled_f32);
+
+  // Out of range: E4M3's smallest subnormal 2^-9 times 2^-54 is below 2^-62; 448 times 2^41
+  // is above 2^48; E5M2's 2^-16 times 2^-47 likewise; an E8M0 NaN scale.
+  ScaledGemm tiny = make(kMx, kMx), huge = make(kTiles, kBlocks), tiny_b = make(kRow, kRow),
+             nan = make(kMx, kMx);
+  set_scale(tiny.a, 5, 0x1p-54);
+  set_scale(huge.a, 3, 0x1p41);
+  set_scale(tiny_b.b, 7, 0x1p-47);
+  nan.b.scale_bytes[2] = 0xFF;
+  nan.b.scales[2] = NAN;
+  for (ScaledGemm* g : {&tiny, &huge, &tiny_b, &nan}) {
+    EXPECT_EQ(fused_kind(*g), Fp8FusedKind::none) << g->describe();
+    kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
+    const std::vector<double> fused = run_kernel_gemm(Device::cpu(), *g);
+    kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::slices);
+    const std::vector<double> slices = run_kernel_gemm(Device::cpu(), *g);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      ASSERT_TRUE(fused[i] == slices[i] || (std::isnan(fused[i]) && std::isnan(slices[i])))
+          << g->describe() << " element " << i;
+    }
+    if (g != &nan) expect_within_bound(fused, reference(*g), g->describe());
+  }
+  // The NaN scale of B's row 0 (its third 32-column block) makes column 0 of C NaN.
+  kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
+  const std::vector<double> c = run_kernel_gemm(Device::cpu(), nan);
+  for (int64_t i = 0; i < m; ++i) EXPECT_TRUE(std::isnan(c[i * n])) << "row " << i;
+}
+
+// Every code of both formats widens to the bf16 of its exact value (NaN to a NaN), in the
+// vector loop and its scalar tail, on every instruction-set level this machine has.
+TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  for (const char* isa : {"avx512", "avx2", "baseline"}) {
+    setenv("OCTET_CPU_ISA", isa, 1);
+    for (const DType dtype : {DType::e4m3, DType::e5m2}) {
+      std::vector<uint8_t> codes(256 + 7);
+      for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 % 256);
+      std::vector<uint16_t> out(codes.size());
+      kernels::cpu::widen_fp8_to_bf16(codes.data(), dtype, out.data(), std::ssize(codes));
+      for (size_t i = 0; i < codes.size(); ++i) {
+        const float exact = fp8_to_f32(codes[i], dtype);
+        if (std::isnan(exact)) {
+          EXPECT_TRUE(std::isnan(bf16_to_f32(out[i]))) << isa << " code " << int{codes[i]};
+        } else {
+          EXPECT_EQ(out[i], f32_bits(exact) >> 16)
+              << isa << " " << dtype_name(dtype) << " code " << int{codes[i]};
+        }
+      }
+    }
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
+}
 
 // ---- refusals (validation runs before dispatch, so the CPU shows them for every device) ----
 

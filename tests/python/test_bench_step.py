@@ -160,3 +160,18 @@ def test_step_compare_puts_ours_and_hf_in_one_record():
     assert doc["load_before"].startswith("load average")
     hf = result["hf_bf16"]
     assert hf.get("skipped") or hf["tokens_per_s"] > 0
+
+
+def test_cpu_fp8_recipes_tabulates_every_recipe_for_each_binary():
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "cpu_fp8_recipes.py"), "--octet",
+                           f"a={OCTET}", "--octet", f"b={OCTET}", "--model", "tiny", "--batch",
+                           "2", "--seq", "32", "--threads", "1", "--reps", "1", "--warmup", "0",
+                           "--steps", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1 |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["a", "b"]
+    for r in rows:
+        cells = [c.strip() for c in r.strip("|").split("|")]
+        assert len(cells) == 3 + 5  # threads, binary, bf16 ms, five recipes
+        assert all(c.endswith("x)") and float(c.split("(")[1][:-2]) > 0 for c in cells[3:])

@@ -1,7 +1,8 @@
 // kernels/cpu/gemm_cpu.h: the two engines behind cpu::gemm (oneDNN's matmul and the
 // portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
-//          gemm_reference, onednn_available, onednn_gemm
+//          gemm_reference, onednn_available, onednn_gemm, Fp8GemmPath, fp8_gemm_path,
+//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, widen_fp8_to_bf16
 #pragma once
 
 #include <cstdint>
@@ -50,6 +51,26 @@ void run_matmul(const Matmul& mm);
 size_t fp8_gemm_workspace_bytes(GemmDims dims, const GemmOptions& options);
 void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
               GemmDims dims);
+
+// How FP8 GEMMs with row, block or MX scales run: `fused` (the default) as one full-K
+// GEMM (gemm_fp8_fused_cpu.cpp), falling back to `slices` where the scales' range does
+// not allow it; `slices`: one GEMM per K slice with the scales applied in fp32 after
+// each (the reference path). On first use taken from OCTET_CPU_FP8_GEMM=fused|slices.
+enum class Fp8GemmPath : uint8_t { fused, slices };
+Fp8GemmPath fp8_gemm_path();
+void set_fp8_gemm_path(Fp8GemmPath path);
+
+// The fused path (gemm_fp8_fused_cpu.cpp): its workspace; which of its ways these operands
+// take (none: their scales' range does not allow it); and the GEMM, which returns false
+// without touching C where the kind is none.
+// out[i] = the bf16 encoding of FP8 code in[i] (exact), vectorised where the CPU allows.
+void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n);
+enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
+size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options);
+Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& options,
+                                 GemmDims dims);
+bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
+                    GemmDims dims);
 
 // oneDNN (gemm_onednn.cpp, or gemm_noonednn.cpp where the build has none).
 bool onednn_available();

@@ -2,9 +2,14 @@
 // bf16 (every E4M3/E5M2 value is a bf16 value), multiplied by the bf16 GEMM with
 // fp32 accumulation, and the scale_inv factors applied in fp32 the way Hopper's
 // scaled GEMMs apply them: per tensor on the accumulator, per row/column in the
-// epilogue, and per K slice for grids that split K (1x128, 128x128, MX).
+// epilogue, and per K slice for grids that split K (1x128, 128x128, MX). That per-slice
+// loop is the reference path; gemm_fp8_fused_cpu.cpp runs row, block and MX scales as one
+// full-K GEMM where their range allows it (the default, see Fp8GemmPath).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -19,37 +24,13 @@ size_t align_up(size_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
 
-// E4M3/E5M2 -> bf16: the exact f32 decode ends in 16 zero bits, so its upper half
-// is the bf16 encoding; NaN stays NaN and E5M2's infinities stay infinite.
-struct Fp8ToBf16 {
-  uint16_t e4m3[256];
-  uint16_t e5m2[256];
-};
-
-const Fp8ToBf16& fp8_to_bf16_tables() {
-  static const Fp8ToBf16 tables = [] {
-    Fp8ToBf16 t{};
-    for (int v = 0; v < 256; ++v) {
-      t.e4m3[v] = static_cast<uint16_t>(f32_bits(e4m3_to_f32(static_cast<uint8_t>(v))) >> 16);
-      t.e5m2[v] = static_cast<uint16_t>(f32_bits(e5m2_to_f32(static_cast<uint8_t>(v))) >> 16);
-    }
-    return t;
-  }();
-  return tables;
-}
-
 // Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] bf16 one.
 void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,
                uint16_t* dst) {
-  const Fp8ToBf16& t = fp8_to_bf16_tables();
-  const uint16_t* table = dtype == DType::e4m3 ? t.e4m3 : t.e5m2;
   // Below ~64 Ki elements one thread is faster than waking the others.
 #pragma omp parallel for schedule(static) if (rows * width > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* in = src + r * ld + k0;
-    uint16_t* out = dst + r * width;
-    for (int64_t i = 0; i < width; ++i) out[i] = table[in[i]];
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    widen_fp8_to_bf16(src + r * ld + k0, dtype, dst + r * width, width);
 }
 
 // The scale_inv of row `row` of an operand in K slice `slice`.
@@ -96,17 +77,40 @@ Layout layout(GemmDims d, const GemmOptions& o) {
           slices > 1 ? align_up(static_cast<size_t>(d.m * d.n) * 4) : 0};
 }
 
+constexpr int kPathUnset = -1;
+std::atomic<int> g_path{kPathUnset};
+
 }  // namespace
 
+Fp8GemmPath fp8_gemm_path() {
+  int path = g_path.load(std::memory_order_relaxed);
+  if (path == kPathUnset) {
+    const char* env = std::getenv("OCTET_CPU_FP8_GEMM");
+    const std::string_view name = env ? env : "";
+    OCTET_CHECK(name.empty() || name == "fused" || name == "slices", "gemm", "OCTET_CPU_FP8_GEMM='",
+                name, "' is not a path; use fused or slices (or leave it unset)");
+    path = static_cast<int>(name == "slices" ? Fp8GemmPath::slices : Fp8GemmPath::fused);
+    g_path.store(path, std::memory_order_relaxed);
+  }
+  return static_cast<Fp8GemmPath>(path);
+}
+
+void set_fp8_gemm_path(Fp8GemmPath path) {
+  g_path.store(static_cast<int>(path), std::memory_order_relaxed);
+}
+
 size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o) {
-  return layout(d, o).total();
+  // Either path may run (the fused one declines scales out of its range): room for both.
+  if (per_tensor(o)) return layout(d, o).total();
+  return std::max(layout(d, o).total(), fp8_gemm_fused_workspace_bytes(d, o));
 }
 
 void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d) {
   const Layout l = layout(d, o);
   const size_t have = o.workspace.empty() ? 0 : o.workspace.nbytes();
-  OCTET_CHECK(have >= l.total(), "gemm", "FP8 on the CPU needs a workspace of ", l.total(),
-              " bytes (got ", have, "); size it with gemm_workspace_bytes");
+  const size_t need = fp8_gemm_workspace_bytes(d, o);
+  OCTET_CHECK(have >= need, "gemm", "FP8 on the CPU needs a workspace of ", need, " bytes (got ",
+              have, "); size it with gemm_workspace_bytes");
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
   auto* a16 = reinterpret_cast<uint16_t*>(base);
   auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
@@ -126,6 +130,8 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
                 o.beta});
     return;
   }
+
+  if (fp8_gemm_path() == Fp8GemmPath::fused && fp8_gemm_fused(a, b, c, o, d)) return;
 
   // Scales that vary by row, column or K slice: accumulate sum_s (sa * sb) * partial_s
   // in fp32, then C = alpha * acc + beta * C.

@@ -61,6 +61,7 @@ struct TransposedTask {
   const void* x;
   int64_t rows, cols;  // x's
   int64_t r0, h, c0, w, block_w;
+  int64_t block_h;     // rows of x per band: h spans several bands when they are short
   uint8_t* data_t;     // [cols, rows]
   void* scale_inv_t;   // [ceil(cols / block_w), scale_cols]
   int64_t scale_cols;  // number of xᵀ block columns (= row bands of x)
@@ -293,45 +294,57 @@ struct Band {
 
 // The transposed copy of one task: column amaxes by strided reads of x (vectorised
 // along the row), block scales, then kTile x kTile tiles encoded row-wise into an
-// L1 buffer, transposed there and written out as rows of xᵀ.
+// L1 buffer, transposed there and written out as rows of xᵀ. A task holds up to
+// kMaxBands bands of block_h rows (MX: two bands of 32 rows fill a 64-row tile).
+constexpr int64_t kMaxBands = 8;
 struct Transposed {
   static constexpr bool kFormat = true, kCount = false;
   template <class In, bool kE4M3, bool>
   [[gnu::always_inline]] static void run(const Job& j, const TransposedTask& t) {
     const In* x = static_cast<const In*>(t.x);
+    const int64_t nbands = (t.h + t.block_h - 1) / t.block_h;
     // w <= kTile when blocks are narrower than a tile, else w == one block.
-    std::array<uint32_t, kTile> block_max{};
-    std::array<float, kTile> block_mult;
+    std::array<std::array<uint32_t, kTile>, kMaxBands> block_max{};
+    std::array<std::array<float, kTile>, kMaxBands> block_mult;
     for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
-      alignas(64) uint32_t col_max[kTile] = {};
-      for (int64_t r = 0; r < t.h; ++r) {
-        const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0 + s0;
-        for (int64_t c = 0; c < sw; ++c) col_max[c] = std::max(col_max[c], mag_bits(row[c]));
-      }
-      for (int64_t c = 0; c < sw; ++c) {
-        uint32_t& m = block_max[(s0 + c) / t.block_w];
-        m = std::max(m, col_max[c]);
+      for (int64_t band = 0; band < nbands; ++band) {
+        alignas(64) uint32_t col_max[kTile] = {};
+        const int64_t rb = band * t.block_h, re = std::min(t.h, rb + t.block_h);
+        for (int64_t r = rb; r < re; ++r) {
+          const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0 + s0;
+          for (int64_t c = 0; c < sw; ++c) col_max[c] = std::max(col_max[c], mag_bits(row[c]));
+        }
+        for (int64_t c = 0; c < sw; ++c) {
+          uint32_t& m = block_max[band][(s0 + c) / t.block_w];
+          m = std::max(m, col_max[c]);
+        }
       }
     }
     const int64_t nb = (t.w + t.block_w - 1) / t.block_w;
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t index = (t.c0 / t.block_w + b) * t.scale_cols + t.band;
-      block_mult[b] = block_scale(j, block_max[b], t.scale_inv_t, index);
+    for (int64_t band = 0; band < nbands; ++band) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t index = (t.c0 / t.block_w + b) * t.scale_cols + t.band + band;
+        block_mult[band][b] = block_scale(j, block_max[band][b], t.scale_inv_t, index);
+      }
     }
     for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
-      alignas(64) float col_scale[kTile];
-      for (int64_t c = 0; c < sw; ++c) col_scale[c] = block_mult[(s0 + c) / t.block_w];
+      alignas(64) float col_scale[kMaxBands][kTile];
+      for (int64_t band = 0; band < nbands; ++band) {
+        for (int64_t c = 0; c < sw; ++c)
+          col_scale[band][c] = block_mult[band][(s0 + c) / t.block_w];
+      }
       for (int64_t r1 = 0; r1 < t.h; r1 += kTile) {
         const int64_t th = std::min(kTile, t.h - r1);
         alignas(64) uint8_t tile[kTile * kTile];
         if (th < kTile || sw < kTile) std::memset(tile, 0, sizeof(tile));  // no stray bytes
         for (int64_t r = 0; r < th; ++r) {
           const In* __restrict row = x + (t.r0 + r1 + r) * t.cols + t.c0 + s0;
+          const float* __restrict scale = col_scale[(r1 + r) / t.block_h % kMaxBands];
           uint8_t* __restrict codes = tile + r * kTile;
           for (int64_t c = 0; c < sw; ++c) {
-            codes[c] = encode<kE4M3>(load(row[c]) * col_scale[c], j.saturate);
+            codes[c] = encode<kE4M3>(load(row[c]) * scale[c], j.saturate);
           }
         }
         alignas(64) uint8_t tile_t[kTile * kTile];
@@ -507,6 +520,10 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   j.count = false;  // counts are for data only
   const int64_t task_w = block_w > kTile ? block_w : kTile / block_w * block_w;
   const int64_t bands = (rows + block_h - 1) / block_h;
+  // Bands shorter than a tile go several to a task, so that its tiles are full.
+  const int64_t per_task =
+      block_h < kTile ? std::clamp<int64_t>(kTile / block_h, 1, kMaxBands) : int64_t{1};
+  const int64_t tasks = (bands + per_task - 1) / per_task;
   const int64_t chunks = (cols + task_w - 1) / task_w;
   TransposedTask base{};
   base.x = x.data;
@@ -516,13 +533,14 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   base.data_t = out.data_t.as<uint8_t>();
   base.scale_inv_t = out.scale_inv_t.data;
   base.scale_cols = bands;
+  base.block_h = block_h;
 #pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
-  for (int64_t b = 0; b < bands; ++b) {
+  for (int64_t b = 0; b < tasks; ++b) {
     for (int64_t c = 0; c < chunks; ++c) {
       TransposedTask task = base;
-      task.band = b;
-      task.r0 = b * block_h;
-      task.h = std::min(block_h, rows - task.r0);
+      task.band = b * per_task;
+      task.r0 = task.band * block_h;
+      task.h = std::min(per_task * block_h, rows - task.r0);
       task.c0 = c * task_w;
       task.w = std::min(task_w, cols - task.c0);
       k.transposed(j, task);

@@ -1,6 +1,7 @@
 // kernels/cpu/transpose_cpu.cpp: cache-blocked 2-D transpose on the CPU, one
 // 64 x 64 tile at a time through an L1-resident buffer; OpenMP runs over tiles.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/backends.h"
@@ -31,6 +32,55 @@ void transpose_tile(const T* __restrict src, T* __restrict dst, int64_t rows, in
     const T* __restrict in = tile + c * kTile;
     for (int64_t r = 0; r < h; ++r) out[r] = in[r];
   }
+}
+
+// The same for a full tile of bytes (FP8 data, the transposed copies of quantize): 8 x 8
+// blocks of eight 64-bit rows, transposed in registers by three rounds of swapping 4x4,
+// 2x2 and 1x1 sub-blocks with shifts and masks, where the loops above move one byte at a
+// time.
+inline void transpose8x8(const uint8_t* __restrict src, int64_t src_ld, uint8_t* __restrict dst,
+                         int64_t dst_ld) {
+  uint64_t a[8];
+  for (int k = 0; k < 8; ++k) std::memcpy(&a[k], src + k * src_ld, 8);
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t t = ((a[i] >> 32) ^ a[i + 4]) & 0x00000000FFFFFFFFull;
+    a[i] ^= t << 32;
+    a[i + 4] ^= t;
+  }
+  for (int i : {0, 1, 4, 5}) {
+    const uint64_t t = ((a[i] >> 16) ^ a[i + 2]) & 0x0000FFFF0000FFFFull;
+    a[i] ^= t << 16;
+    a[i + 2] ^= t;
+  }
+  for (int i : {0, 2, 4, 6}) {
+    const uint64_t t = ((a[i] >> 8) ^ a[i + 1]) & 0x00FF00FF00FF00FFull;
+    a[i] ^= t << 8;
+    a[i + 1] ^= t;
+  }
+  for (int k = 0; k < 8; ++k) std::memcpy(dst + k * dst_ld, &a[k], 8);
+}
+
+template <>
+void transpose_tile<uint8_t>(const uint8_t* __restrict src, uint8_t* __restrict dst, int64_t rows,
+                             int64_t cols, int64_t r0, int64_t c0) {
+  const int64_t h = std::min(kTile, rows - r0), w = std::min(kTile, cols - c0);
+  alignas(64) uint8_t tile[kTile * kTile];
+  if (h < kTile || w < kTile) {
+    for (int64_t r = 0; r < h; ++r) {
+      const uint8_t* __restrict in = src + (r0 + r) * cols + c0;
+      for (int64_t c = 0; c < w; ++c) tile[c * kTile + r] = in[c];
+    }
+  } else {
+    alignas(64) uint8_t copy[kTile * kTile];
+    for (int64_t r = 0; r < kTile; ++r)
+      std::memcpy(copy + r * kTile, src + (r0 + r) * cols + c0, kTile);
+    for (int64_t rb = 0; rb < kTile; rb += 8) {
+      for (int64_t cb = 0; cb < kTile; cb += 8) {
+        transpose8x8(copy + rb * kTile + cb, kTile, tile + cb * kTile + rb, kTile);
+      }
+    }
+  }
+  for (int64_t c = 0; c < w; ++c) std::memcpy(dst + (c0 + c) * rows + r0, tile + c * kTile, h);
 }
 
 template <typename T>

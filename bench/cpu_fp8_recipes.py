@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""bench/cpu_fp8_recipes.py: the CPU step under every FP8 recipe beside bf16, for one or more
+octet binaries (say main's and a branch's), interleaved in one run so that all of them see the
+same machine load: per repetition, per thread count, each binary runs `octet bench step
+--precision bf16,fp8 --recipe <all>` once. Prints a markdown table of the median step time and
+the median of the per-run fp8 / bf16 step-time ratios (bf16 and fp8 timed in the same call).
+
+  python bench/cpu_fp8_recipes.py --octet main=/path/octet --octet new=build-cpu/octet \\
+      --model bench/cpu_w256.json --batch 8 --seq 256 --threads 1 2 --reps 3
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+RECIPES = ["tensor-current", "tensor-delayed", "row", "block", "mx"]
+
+
+def run(octet, args, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    cmd = [octet, "bench", "step", "--device", "cpu", "--model", args.model, "--batch",
+           str(args.batch), "--seq", str(args.seq), "--precision", "bf16,fp8", "--recipe",
+           ",".join(RECIPES), "--warmup", str(args.warmup), "--steps", str(args.steps), "--json"]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    times = {}
+    for r in json.loads(out)["runs"]:
+        if r.get("error"):
+            sys.exit(f"{octet}: {r['error']}")
+        times[r["recipe"] or "bf16"] = r["step_seconds"]
+    return times
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--octet", action="append", required=True, help="LABEL=PATH, repeatable")
+    p.add_argument("--model", default="bench/cpu_w256.json")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--steps", type=int, default=5)
+    args = p.parse_args()
+    binaries = [tuple(o.split("=", 1)) for o in args.octet]
+    # samples[(label, threads, name)] = [step seconds per rep]; ratios likewise (fp8 / bf16)
+    samples, ratios = {}, {}
+    for rep in range(args.reps):
+        for threads in args.threads:
+            for label, path in binaries:
+                t = run(path, args, threads)
+                for name, sec in t.items():
+                    samples.setdefault((label, threads, name), []).append(sec)
+                    ratios.setdefault((label, threads, name), []).append(sec / t["bf16"])
+                print(f"rep {rep + 1}/{args.reps} threads {threads} {label}: " +
+                      " ".join(f"{n} {s * 1e3:.0f} ms" for n, s in t.items()), file=sys.stderr)
+    print(f"\n{args.model} batch {args.batch} x seq {args.seq}, {args.reps} reps x "
+          f"({args.warmup} warm-up + {args.steps} timed steps); median step ms, "
+          "median fp8/bf16 step-time ratio of the same call\n")
+    print("| threads | binary | bf16 ms | " + " | ".join(RECIPES) + " |")
+    print("| ---: | --- | ---: | " + " | ".join("---:" for _ in RECIPES) + " |")
+    for threads in args.threads:
+        for label, _ in binaries:
+            bf16 = statistics.median(samples[(label, threads, "bf16")]) * 1e3
+            cells = []
+            for name in RECIPES:
+                ms = statistics.median(samples[(label, threads, name)]) * 1e3
+                ratio = statistics.median(ratios[(label, threads, name)])
+                cells.append(f"{ms:.0f} ({ratio:.2f}x)")
+            print(f"| {threads} | {label} | {bf16:.0f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+// kernels/cpu/gemm_fp8_fused_cpu.cpp: FP8 GEMMs with row, block or MX scales as ONE
+// full-K GEMM, where gemm_fp8_cpu.cpp's reference path runs one GEMM per K slice:
+//   - every scale a power of two (MX's E8M0, pow2 recipes): code x scale is exact in bf16,
+//     so the scales are folded into the widened bf16 operands (one bf16 GEMM, alpha and
+//     beta applied by the engine);
+//   - per-row scales that do not split K: one bf16 GEMM of the codes into f32, then an
+//     epilogue C = (alpha sa_i) sb_j acc + beta C;
+//   - other scales that split K (block's f32 scales): code x scale widened to f32 (one
+//     rounding, 2^-24 relative) and one f32 GEMM.
+// Only the fp32 summation order differs from the reference path. Scales whose range
+// could leave those conversions inexact (or products subnormal) make it decline.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")  // as quantize_cpu.cpp: lets the selects vectorise
+#endif
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+// GCC 12 warns that the undefined vectors its AVX-512 intrinsics start from are
+// uninitialised (as kernels/cpu/vector_math.h says).
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include "core/convert.h"
+#include "core/error.h"
+#include "kernels/backends.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/isa.h"
+
+namespace octet::kernels::cpu {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
+constexpr int64_t kParallelElements = int64_t{1} << 16;
+
+// Each operand's scaled values stay within [2^-62, 2^48] in magnitude (smallest
+// subnormal code x smallest scale, largest code x largest scale): every folded bf16 or
+// f32 value is then normal, every product of two is a normal f32 at least 2^-124 (so
+// no flush-to-zero in AVX512_BF16 dot products touches it) and sums of up to 2^30 of
+// them stay below 2^127.
+constexpr float kMinScaled = 0x1p-62f;
+constexpr float kMaxScaled = 0x1p48f;
+
+// One operand's scale_inv on its grid, in the stored [rows, K] layout.
+struct OperandScales {
+  const void* data = nullptr;  // nullptr: every scale is 1
+  bool e8m0 = false;
+  int64_t block_rows = 1, block_cols = 1, grid_rows = 1, grid_cols = 1;
+
+  float at(int64_t row, int64_t slice) const {
+    if (data == nullptr) return 1.0f;
+    const int64_t index = row / block_rows * grid_cols + slice;
+    return e8m0 ? e8m0_to_f32(static_cast<const uint8_t*>(data)[index])
+                : static_cast<const float*>(data)[index];
+  }
+};
+
+OperandScales scales_of(const Tensor& s, ScaleGrid g, int64_t rows, int64_t k) {
+  OperandScales o;
+  o.data = s.empty() ? nullptr : s.data;
+  o.e8m0 = g.e8m0;
+  o.block_rows =
+      g.block_rows == 0 || g.block_rows > rows ? std::max<int64_t>(rows, 1) : g.block_rows;
+  o.block_cols = g.block_cols == 0 || g.block_cols > k ? std::max<int64_t>(k, 1) : g.block_cols;
+  o.grid_rows = (rows + o.block_rows - 1) / o.block_rows;
+  o.grid_cols = (k + o.block_cols - 1) / o.block_cols;
+  return o;
+}
+
+// What the scales allow: whether they are all powers of two, and whether they are in range.
+struct ScaleRange {
+  bool in_range = true;
+  bool pow2 = true;
+};
+
+ScaleRange range_of(const OperandScales& s, DType fp8) {
+  const float unit = fp8 == DType::e4m3 ? 0x1p-9f : 0x1p-16f;  // smallest subnormal
+  const float max = fp8 == DType::e4m3 ? 448.0f : 57344.0f;
+  float lo = 1.0f, hi = 1.0f;
+  bool pow2 = true, finite = true;
+  if (s.data != nullptr) {
+    const int64_t n = s.grid_rows * s.grid_cols;
+    lo = INFINITY;
+    hi = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      float v;
+      if (s.e8m0) {
+        const uint8_t e = static_cast<const uint8_t*>(s.data)[i];
+        finite = finite && e != 0xFF;
+        v = e8m0_to_f32(e);
+      } else {
+        v = static_cast<const float*>(s.data)[i];
+        pow2 = pow2 && (f32_bits(v) & 0x007FFFFFu) == 0;
+      }
+      finite = finite && std::isfinite(v) && v > 0.0f;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  }
+  // Exact: both sides are powers of two or products of FP8 bounds with floats in range.
+  const bool in_range = finite && static_cast<double>(unit) * lo >= kMinScaled &&
+                        static_cast<double>(max) * hi <= kMaxScaled;
+  return {in_range, pow2 && in_range};
+}
+
+// FP8 -> f32 decode tables (exact).
+struct DecodeTables {
+  std::array<float, 256> e4m3, e5m2;
+};
+const float* decode_table(DType fp8) {
+  static const DecodeTables t = [] {
+    DecodeTables d;
+    for (int v = 0; v < 256; ++v) {
+      d.e4m3[v] = e4m3_to_f32(static_cast<uint8_t>(v));
+      d.e5m2[v] = e5m2_to_f32(static_cast<uint8_t>(v));
+    }
+    return d;
+  }();
+  return fp8 == DType::e4m3 ? t.e4m3.data() : t.e5m2.data();
+}
+
+// ---- the loops, compiled once per instruction-set level ----------------------
+
+// out[i] = bf16 of table[in[i]] * scale: exact for a power-of-two scale in range (the
+// product has the code's <= 4 significant bits, so its low 16 bits are zero).
+[[gnu::always_inline]] inline void widen_bf16_loop(const uint8_t* __restrict in,
+                                                   uint16_t* __restrict out, int64_t n,
+                                                   const float* __restrict table, float scale,
+                                                   bool) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<uint16_t>(f32_bits(table[in[i]] * scale) >> 16);
+}
+
+// out[i] = table[in[i]] * scale in f32 (one rounding).
+[[gnu::always_inline]] inline void widen_f32_loop(const uint8_t* __restrict in,
+                                                  float* __restrict out, int64_t n,
+                                                  const float* __restrict table, float scale,
+                                                  bool) {
+  for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]] * scale;
+}
+
+// One row of the per-row epilogue: C = row_scale * col_scale[j] * acc[j] (+ beta * C).
+[[gnu::always_inline]] inline void epilogue_loop(const float* __restrict acc,
+                                                 const float* __restrict col_scale, int64_t n,
+                                                 float row_scale, float beta, float* __restrict cf,
+                                                 uint16_t* __restrict cb) {
+  if (cb != nullptr) {
+    if (beta == 0.0f) {
+      for (int64_t j = 0; j < n; ++j) cb[j] = f32_to_bf16(row_scale * col_scale[j] * acc[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j)
+        cb[j] = f32_to_bf16(row_scale * col_scale[j] * acc[j] + beta * bf16_to_f32(cb[j]));
+    }
+  } else if (beta == 0.0f) {
+    for (int64_t j = 0; j < n; ++j) cf[j] = row_scale * col_scale[j] * acc[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) cf[j] = row_scale * col_scale[j] * acc[j] + beta * cf[j];
+  }
+}
+
+struct Loops {
+  void (*widen_bf16)(const uint8_t*, uint16_t*, int64_t, const float*, float, bool);
+  void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float, bool);
+  void (*epilogue)(const float*, const float*, int64_t, float, float, float*, uint16_t*);
+};
+
+#define OCTET_FP8_GEMM_WIDEN(name, attributes)                                                   \
+  attributes void widen_bf16_##name(const uint8_t* in, uint16_t* out, int64_t n,                 \
+                                    const float* table, float scale, bool e4m3) {                \
+    widen_bf16_loop(in, out, n, table, scale, e4m3);                                             \
+  }                                                                                              \
+  attributes void widen_f32_##name(const uint8_t* in, float* out, int64_t n, const float* table, \
+                                   float scale, bool e4m3) {                                     \
+    widen_f32_loop(in, out, n, table, scale, e4m3);                                              \
+  }
+#define OCTET_FP8_GEMM_EPILOGUE(name, attributes)                                         \
+  attributes void epilogue_##name(const float* acc, const float* col_scale, int64_t n,    \
+                                  float row_scale, float beta, float* cf, uint16_t* cb) { \
+    epilogue_loop(acc, col_scale, n, row_scale, beta, cf, cb);                            \
+  }
+
+OCTET_FP8_GEMM_WIDEN(baseline, )
+OCTET_FP8_GEMM_EPILOGUE(baseline, )
+constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_f32_baseline, epilogue_baseline};
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OCTET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
+#define OCTET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2")))
+OCTET_FP8_GEMM_WIDEN(avx2, OCTET_AVX2)
+OCTET_FP8_GEMM_EPILOGUE(avx2, OCTET_AVX2)
+OCTET_FP8_GEMM_EPILOGUE(avx512, OCTET_AVX512)
+constexpr Loops kLoops_avx2 = {widen_bf16_avx2, widen_f32_avx2, epilogue_avx2};
+
+// 16 FP8 codes -> their f32 values times `scale` (one rounding; exact for a power of two
+// in range), by way of f16: (code & 0x7F) << 7 as f16 bits is |E4M3 value| x 2^-8 for every
+// finite code, subnormals included (both formats' mantissas line up, bias 15 vs 7), and
+// code << 8 is the E5M2 value itself (E5M2 is f16's upper byte). vcvtph2ps is exact.
+OCTET_AVX512 inline __m512 decode16_avx512(const uint8_t* in, __m512 scale, bool e4m3) {
+  const __m256i codes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+  if (!e4m3) return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_slli_epi16(codes, 8)), scale);
+  const __m256i mag = _mm256_and_si256(codes, _mm256_set1_epi16(0x7F));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(codes, _mm256_set1_epi16(0x80)), 8);
+  const __m256i half = _mm256_or_si256(_mm256_slli_epi16(mag, 7), sign);
+  const __m512 v =
+      _mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_mul_ps(scale, _mm512_set1_ps(256.0f)));
+  // E4M3's only NaN magnitude, 0x7F, would decode as 480: make it a quiet NaN.
+  const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
+  return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(NAN));
+}
+
+OCTET_AVX512 void widen_bf16_avx512(const uint8_t* in, uint16_t* out, int64_t n, const float* table,
+                                    float scale, bool e4m3) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits =
+        _mm512_srli_epi32(_mm512_castps_si512(decode16_avx512(in + i, s, e4m3)), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(bits));
+  }
+  widen_bf16_loop(in + i, out + i, n - i, table, scale, e4m3);
+}
+
+OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, const float* table,
+                                   float scale, bool e4m3) {
+  const __m512 s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, decode16_avx512(in + i, s, e4m3));
+  widen_f32_loop(in + i, out + i, n - i, table, scale, e4m3);
+}
+constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_f32_avx512, epilogue_avx512};
+#undef OCTET_AVX2
+#undef OCTET_AVX512
+#endif
+#undef OCTET_FP8_GEMM_WIDEN
+#undef OCTET_FP8_GEMM_EPILOGUE
+
+const Loops& pick_loops() {
+  const Isa isa = usable_isa("gemm");
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (isa == Isa::avx512) return kLoops_avx512;
+  if (isa == Isa::avx2) return kLoops_avx2;
+#endif
+  return kLoops_baseline;
+}
+
+// Widens the [rows, k] FP8 matrix with its scales into bf16 (fold) or f32, row-parallel.
+template <class Out>
+void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_t k,
+           const OperandScales& s, bool apply_scales, Out* dst) {
+  const float* table = decode_table(dtype);
+#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t s0 = 0, slice = 0; s0 < k; s0 += s.block_cols, ++slice) {
+      const int64_t w = std::min(s.block_cols, k - s0);
+      const float scale = apply_scales ? s.at(r, slice) : 1.0f;
+      if constexpr (sizeof(Out) == 2) {
+        l.widen_bf16(src + r * k + s0, dst + r * k + s0, w, table, scale, dtype == DType::e4m3);
+      } else {
+        l.widen_f32(src + r * k + s0, dst + r * k + s0, w, table, scale, dtype == DType::e4m3);
+      }
+    }
+  }
+}
+
+// C = row_scale[i] (or `row`) * col_scale[j] * acc + beta * C, rows in parallel.
+void epilogue(const Loops& l, const float* acc, const float* row_scale, const float* col_scale,
+              float row, float beta, const Tensor& c, GemmDims d) {
+  const bool bf16_out = c.dtype == DType::bf16;
+#pragma omp parallel for schedule(static) if (d.m * d.n > kParallelElements)
+  for (int64_t i = 0; i < d.m; ++i) {
+    l.epilogue(acc + i * d.n, col_scale, d.n, row_scale != nullptr ? row_scale[i] : row, beta,
+               bf16_out ? nullptr : c.as<float>() + i * d.n,
+               bf16_out ? c.as<uint16_t>() + i * d.n : nullptr);
+  }
+}
+
+bool splits_k(const OperandScales& s, int64_t k) {
+  return s.block_cols < k;
+}
+
+// The workspace: [slack][A' (bf16 or f32)][B'][acc f32 M x N][row scales M][column scales N].
+struct FusedLayout {
+  size_t a_bytes, b_bytes, acc_bytes, rows_bytes, cols_bytes;
+  size_t total() const { return kAlign + a_bytes + b_bytes + acc_bytes + rows_bytes + cols_bytes; }
+};
+
+FusedLayout fused_layout(GemmDims d, const GemmOptions& o) {
+  const bool split = (o.a_grid.block_cols != 0 && o.a_grid.block_cols < d.k) ||
+                     (o.b_grid.block_cols != 0 && o.b_grid.block_cols < d.k);
+  const size_t element = split ? 4 : 2;  // f32 operands only where K is split
+  const auto mn = static_cast<size_t>(d.m * d.n);
+  return {align_up(static_cast<size_t>(d.m * d.k) * element),
+          align_up(static_cast<size_t>(d.n * d.k) * element), align_up(mn * 4),
+          align_up(static_cast<size_t>(d.m) * 4), align_up(static_cast<size_t>(d.n) * 4)};
+}
+
+}  // namespace
+
+void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n) {
+  pick_loops().widen_bf16(in, out, n, decode_table(dtype), 1.0f, dtype == DType::e4m3);
+}
+
+size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o) {
+  return fused_layout(d, o).total();
+}
+
+Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& o,
+                                 GemmDims d) {
+  const OperandScales sa = scales_of(o.a_scale_inv, o.a_grid, d.m, d.k);
+  const OperandScales sb = scales_of(o.b_scale_inv, o.b_grid, d.n, d.k);
+  if (d.k == 0) return Fp8FusedKind::none;  // C = beta C: the reference path has it
+  const ScaleRange ra = range_of(sa, a.dtype), rb = range_of(sb, b.dtype);
+  if (!ra.in_range || !rb.in_range) return Fp8FusedKind::none;
+  if (ra.pow2 && rb.pow2) return Fp8FusedKind::folded_bf16;
+  if (splits_k(sa, d.k) || splits_k(sb, d.k)) return Fp8FusedKind::scaled_f32;
+  return Fp8FusedKind::row_epilogue;
+}
+
+bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o,
+                    GemmDims d) {
+  const Fp8FusedKind kind = fp8_gemm_fused_kind(a, b, o, d);
+  if (kind == Fp8FusedKind::none) return false;
+  const OperandScales sa = scales_of(o.a_scale_inv, o.a_grid, d.m, d.k);
+  const OperandScales sb = scales_of(o.b_scale_inv, o.b_grid, d.n, d.k);
+
+  const FusedLayout l = fused_layout(d, o);
+  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
+  const Loops& loops = pick_loops();
+  const auto* a8 = a.as<const uint8_t>();
+  const auto* b8 = b.as<const uint8_t>();
+
+  if (kind == Fp8FusedKind::folded_bf16) {
+    // Every scale folds exactly into the bf16 operands: C = alpha A' B'ᵀ + beta C.
+    auto* a16 = reinterpret_cast<uint16_t*>(base);
+    auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
+    widen(loops, a8, a.dtype, d.m, d.k, sa, true, a16);
+    widen(loops, b8, b.dtype, d.n, d.k, sb, true, b16);
+    run_matmul(
+        {a16, b16, c.data, DType::bf16, c.dtype, d.m, d.n, d.k, false, true, o.alpha, o.beta});
+    return true;
+  }
+  if (kind == Fp8FusedKind::scaled_f32) {
+    // Scales per K slice that are not powers of two: f32 operands, one f32 GEMM.
+    auto* a32 = reinterpret_cast<float*>(base);
+    auto* b32 = reinterpret_cast<float*>(base + l.a_bytes);
+    widen(loops, a8, a.dtype, d.m, d.k, sa, true, a32);
+    widen(loops, b8, b.dtype, d.n, d.k, sb, true, b32);
+    if (c.dtype == DType::f32) {
+      run_matmul(
+          {a32, b32, c.data, DType::f32, DType::f32, d.m, d.n, d.k, false, true, o.alpha, o.beta});
+      return true;
+    }
+    // f32 operands give an f32 C: a bf16 C takes alpha A' B'ᵀ in f32, then the epilogue with
+    // unit scales (exact multiplications) adds beta C and rounds once to bf16.
+    auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
+    auto* ones =
+        reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.rows_bytes);
+    run_matmul({a32, b32, acc, DType::f32, DType::f32, d.m, d.n, d.k, false, true, o.alpha, 0.0f});
+    std::fill_n(ones, d.n, 1.0f);
+    epilogue(loops, acc, nullptr, ones, 1.0f, o.beta, c, d);
+    return true;
+  }
+  // Scales per row (or per block of rows) only: one bf16 GEMM of the codes, then the scales.
+  auto* a16 = reinterpret_cast<uint16_t*>(base);
+  auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
+  auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
+  auto* row_scale = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes);
+  auto* col_scale =
+      reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.rows_bytes);
+  widen(loops, a8, a.dtype, d.m, d.k, sa, false, a16);
+  widen(loops, b8, b.dtype, d.n, d.k, sb, false, b16);
+  run_matmul({a16, b16, acc, DType::bf16, DType::f32, d.m, d.n, d.k, false, true, 1.0f, 0.0f});
+  for (int64_t i = 0; i < d.m; ++i) row_scale[i] = o.alpha * sa.at(i, 0);  // 1 rounding
+  for (int64_t j = 0; j < d.n; ++j) col_scale[j] = sb.at(j, 0);
+  epilogue(loops, acc, row_scale, col_scale, 1.0f, o.beta, c, d);
+  return true;
+}
+
+}  // namespace octet::kernels::cpu
