@@ -88,6 +88,9 @@ def main():
                    help="fp8 recipes, comma-separated (recipe grammar of --fp8-recipe)")
     p.add_argument("--no-fp32", action="store_true", help="leave out the fp32 noise reference")
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--order", choices=["seeds", "runs"], default="seeds",
+                   help="seeds: every run of seed 1 first, then seed 2, ...; runs: each run "
+                        "over all seeds before the next (a study cut short keeps whole runs)")
     p.add_argument("--out", required=True)
     p.add_argument("--fresh", action="store_true", help="rerun runs whose metrics exist")
     p.add_argument("extra", nargs="*", help="more `octet train` flags, after --")
@@ -101,8 +104,10 @@ def main():
     jobs = []
     for s in seeds:
         os.makedirs(f"{args.out}/seed{s}", exist_ok=True)
-        for name, prec, recipe in runs:
-            jobs.append((s, name, prec, recipe, f"{args.out}/seed{s}/{name.replace(':', '_')}.jsonl"))
+    pairs = ([(s, r) for s in seeds for r in runs] if args.order == "seeds" else
+             [(s, r) for r in runs for s in seeds])
+    for s, (name, prec, recipe) in pairs:
+        jobs.append((s, name, prec, recipe, f"{args.out}/seed{s}/{name.replace(':', '_')}.jsonl"))
     results = {}
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
