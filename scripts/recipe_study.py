@@ -26,12 +26,21 @@ import time
 RECIPES = ["tensor-current", "tensor-current:e4m3", "tensor-delayed", "row", "block", "mx"]
 
 
+def finished(args, path):
+    """The last record of a run that completed (--steps steps, validated), else None."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        lines = [json.loads(x) for x in f if x.strip()]
+    if lines and lines[-1].get("step") == args.steps and "val_loss" in lines[-1]:
+        return lines[-1]
+    return None
+
+
 def run_one(args, seed, precision, recipe, path):
-    if os.path.exists(path) and not args.fresh:
-        with open(path) as f:
-            lines = [json.loads(x) for x in f if x.strip()]
-        if lines and lines[-1].get("step") == args.steps and "val_loss" in lines[-1]:
-            return lines[-1], 0.0  # done by an earlier call
+    last = None if args.fresh else finished(args, path)
+    if last is not None:
+        return last, 0.0  # done by an earlier call
     cmd = [args.octet, "train", "--model", args.model, "--data", args.data,
            "--precision", precision, "--seed", str(seed), "--steps", str(args.steps),
            "--batch", str(args.batch), "--lr", str(args.lr), "--warmup", str(args.warmup),
@@ -88,8 +97,14 @@ def main():
                    help="fp8 recipes, comma-separated (recipe grammar of --fp8-recipe)")
     p.add_argument("--no-fp32", action="store_true", help="leave out the fp32 noise reference")
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--order", choices=["seeds", "runs"], default="seeds",
+                   help="seeds: every run of seed 1 first, then seed 2, ...; runs: each run "
+                        "over all seeds before the next (a study cut short keeps whole runs)")
     p.add_argument("--out", required=True)
     p.add_argument("--fresh", action="store_true", help="rerun runs whose metrics exist")
+    p.add_argument("--report", action="store_true",
+                   help="run nothing: report the runs finished on every seed (a study still "
+                        "running or cut short)")
     p.add_argument("extra", nargs="*", help="more `octet train` flags, after --")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -101,10 +116,25 @@ def main():
     jobs = []
     for s in seeds:
         os.makedirs(f"{args.out}/seed{s}", exist_ok=True)
-        for name, prec, recipe in runs:
-            jobs.append((s, name, prec, recipe, f"{args.out}/seed{s}/{name.replace(':', '_')}.jsonl"))
+    pairs = ([(s, r) for s in seeds for r in runs] if args.order == "seeds" else
+             [(s, r) for r in runs for s in seeds])
+    for s, (name, prec, recipe) in pairs:
+        jobs.append((s, name, prec, recipe, f"{args.out}/seed{s}/{name.replace(':', '_')}.jsonl"))
     results = {}
     t0 = time.time()
+    if args.report:
+        for s, name, prec, recipe, path in jobs:
+            last = finished(args, path)
+            if last is not None:
+                results[(s, name)] = last
+        missing = [r for r in runs if any((s, r[0]) not in results for s in seeds)]
+        if missing:
+            print("not finished on every seed, left out: " + ", ".join(r[0] for r in missing),
+                  file=sys.stderr)
+        runs = [r for r in runs if r not in missing]
+        if not runs or runs[0][0] != "bf16":
+            sys.exit("recipe_study: bf16 has not finished on every seed yet")
+        jobs = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_one, args, s, prec, recipe, path): (s, name)
                    for s, name, prec, recipe, path in jobs}

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "kernels/elementwise.h"
 #include "dist/fp8_weights.h"
+#include "kernels/elementwise.h"
 #include "kernels/optimizer.h"
 
 namespace octet::dist {
@@ -37,6 +37,11 @@ DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int 
               "dist",
               "--fp8-comm weights needs --precision fp8 and --zero 1 or 2 (under ZeRO 0 every "
               "rank updates every weight and gathers none)");
+  OCTET_CHECK(!fp8_weights || !(model.options().recipe.in_bf16(fp8::Gemm::forward) ||
+                                model.options().recipe.in_bf16(fp8::Gemm::dgrad)),
+              "dist", "--fp8-comm weights: the recipe ", model.options().recipe.str(),
+              " runs forward or dgrad in bf16, which reads the bf16 weights that --fp8-comm "
+              "weights does not gather; drop bf16=forward/dgrad or the flag");
   partition_ = fp8_weights ? aligned_partition(p, comm_->size(), model.block_weights(),
                                                weight_row_alignment(model.options().recipe))
                            : Partition(p, comm_->size());

@@ -3,6 +3,7 @@
 #include "fp8/recipe.h"
 
 #include <charconv>
+#include <utility>
 
 #include "core/error.h"
 
@@ -41,7 +42,31 @@ constexpr int64_t kTile =
     128;  // DeepSeek-V3: 1x128 activation/gradient tiles, 128x128 weight blocks
 constexpr int64_t kMxBlock = 32;  // OCP MX v1.0 block size
 
-constexpr const char* kOptions = "hybrid, e4m3, pow2, history=N, margin=N or amax=max|most-recent";
+constexpr const char* kOptions =
+    "hybrid, e4m3, pow2, history=N, margin=N, amax=max|most-recent or bf16=G[+G...] (G "
+    "forward|dgrad|wgrad)";
+
+constexpr std::pair<Gemm, const char*> kGemms[] = {
+    {Gemm::forward, "forward"}, {Gemm::dgrad, "dgrad"}, {Gemm::wgrad, "wgrad"}};
+
+// "dgrad+wgrad" -> Gemm bits; empty, unknown or repeated names are refused.
+unsigned char parse_gemms(std::string_view value, std::string_view text) {
+  unsigned char bits = 0;
+  size_t begin = 0;
+  while (true) {
+    const size_t plus = value.find('+', begin);
+    const std::string_view name = value.substr(begin, plus - begin);
+    unsigned char bit = 0;
+    for (const auto& [gemm, gemm_name] : kGemms) {
+      if (name == gemm_name) bit = static_cast<unsigned char>(gemm);
+    }
+    OCTET_CHECK(bit != 0 && (bits & bit) == 0, "recipe", "bf16=", std::string(value), " in '",
+                std::string(text), "': expected forward, dgrad and wgrad joined by '+', each once");
+    bits |= bit;
+    if (plus == std::string_view::npos) return bits;
+    begin = plus + 1;
+  }
+}
 
 int parse_int(std::string_view value, std::string_view option, std::string_view text, int min) {
   int v = 0;
@@ -115,7 +140,7 @@ Recipe Recipe::parse(std::string_view text) {
   size_t colon = text.find(':');
   Recipe r = defaults(scaling_mode_from_name(text.substr(0, colon)));
   bool seen_format = false, seen_pow2 = false, seen_history = false, seen_margin = false,
-       seen_amax = false;
+       seen_amax = false, seen_bf16 = false;
   while (colon != std::string_view::npos) {
     const size_t begin = colon + 1;
     colon = text.find(':', begin);
@@ -150,6 +175,9 @@ Recipe Recipe::parse(std::string_view text) {
       once(seen_amax);
       delayed_only();
       r.delayed.compute = value == "max" ? AmaxCompute::max : AmaxCompute::most_recent;
+    } else if (key == "bf16" && eq != std::string_view::npos) {
+      once(seen_bf16);
+      r.bf16_gemms = parse_gemms(value, text);
     } else {
       OCTET_FAIL("recipe", "unknown option '", std::string(option), "' in '", std::string(text),
                  "'; expected ", kOptions);
@@ -172,6 +200,13 @@ std::string Recipe::str() const {
     s += delayed.compute == AmaxCompute::max ? ":amax=max" : ":amax=most-recent";
   }
   if (power_of_two_scales) s += ":pow2";
+  if (bf16_gemms != 0) {
+    std::string gemms;
+    for (const auto& [gemm, name] : kGemms) {
+      if (in_bf16(gemm)) gemms += (gemms.empty() ? "" : "+") + std::string(name);
+    }
+    s += ":bf16=" + gemms;
+  }
   return s;
 }
 
@@ -187,6 +222,7 @@ std::string recipe_syntax(std::string_view indent) {
        default_formats_text() + "\n";
   s += in + "        pow2 (power-of-two scales)\n";
   s += in + "        tensor-delayed only: history=N (1024) margin=N (0) amax=max|most-recent\n";
+  s += in + "        bf16=G[+G...], G forward|dgrad|wgrad: these GEMMs in bf16 (attribution)\n";
   return s;
 }
 

@@ -2,7 +2,7 @@
 // scaled (DESIGN.md, FP8 recipes). Recipe is the one owner of every knob: parsed once
 // from its text form, printed in the same form.
 // defines: ScalingMode, FormatPolicy, Role, AmaxCompute, DelayedScaling, Recipe,
-//          ScalingModeInfo, scaling_modes, scaling_mode_info, scaling_mode_name,
+//          Gemm, ScalingModeInfo, scaling_modes, scaling_mode_info, scaling_mode_name,
 //          scaling_mode_from_name, scaling_mode_list, recipe_syntax
 #pragma once
 
@@ -50,6 +50,9 @@ std::string scaling_mode_list(std::string_view separator);
 // What a GEMM operand is; decides its format and, under block scaling, its grid.
 enum class Role : unsigned char { activation, weight, gradient };
 
+// The three GEMMs of a linear layer, a bit each in Recipe::bf16_gemms.
+enum class Gemm : unsigned char { forward = 1, dgrad = 2, wgrad = 4 };
+
 enum class AmaxCompute : unsigned char { max, most_recent };
 
 struct DelayedScaling {
@@ -64,6 +67,10 @@ struct Recipe {
   FormatPolicy formats = FormatPolicy::hybrid;  // tensor-current's default; see defaults()
   bool power_of_two_scales = false;             // round f32 scales down to powers of two
   DelayedScaling delayed;                       // tensor-delayed only
+  // Attribution (docs/numerics.md): the GEMMs (Gemm bits) that run in bf16 from the operands'
+  // bf16 values while the others stay FP8; every operand is still quantized and reported in
+  // the FP8 health. 0 (the default): every GEMM in FP8.
+  unsigned char bf16_gemms = 0;
 
   // The text form: the mode, then ':'-separated options, each at most once, in any order:
   //   hybrid | e4m3          formats (default: the mode's, ScalingModeInfo::formats)
@@ -71,6 +78,7 @@ struct Recipe {
   //   history=N              tensor-delayed: amax history length (default 1024)
   //   margin=N               tensor-delayed: scale = fp8_max / amax / 2^N (default 0)
   //   amax=max|most-recent   tensor-delayed: how the history is reduced (default max)
+  //   bf16=G[+G...]          G forward|dgrad|wgrad: these GEMMs in bf16 (attribution)
   // e.g. "block:e4m3", "tensor-delayed:history=16:amax=most-recent:pow2". Throws
   // octet::Error naming what was expected.
   static Recipe parse(std::string_view text);
@@ -79,6 +87,7 @@ struct Recipe {
   // The text form parse() reads back to this recipe; defaults are left out.
   std::string str() const;
 
+  bool in_bf16(Gemm gemm) const { return (bf16_gemms & static_cast<unsigned char>(gemm)) != 0; }
   bool stateful() const { return scaling_mode_info(mode).stateful; }
   DType format(Role role) const {
     return formats == FormatPolicy::hybrid && role == Role::gradient ? DType::e5m2 : DType::e4m3;

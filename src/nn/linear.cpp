@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "fp8/gemm.h"
 #include "kernels/bias.h"
+#include "kernels/convert.h"
 #include "kernels/gemm.h"
 
 namespace octet::nn {
@@ -31,6 +32,30 @@ Tensor shape_only(DType dtype, int64_t rows, int64_t cols, Device device) {
 // Every activation/gradient is seen as the [rows, cols] matrix its leading dimensions flatten to.
 Tensor as_matrix(const Tensor& t) {
   return t.reshaped({t.rows(), t.cols()});
+}
+
+// The most workspace the three bf16/fp32 GEMMs of a [tokens, in] -> [tokens, out] layer need.
+size_t high_precision_workspace_bytes(DType dt, int64_t tokens, int64_t in, int64_t out,
+                                      Device device) {
+  kernels::GemmOptions forward, dgrad, wgrad;
+  dgrad.trans_b = false;
+  wgrad.trans_a = true;
+  wgrad.trans_b = false;
+  wgrad.beta = 1.0f;
+  return std::max({kernels::gemm_workspace_bytes(shape_only(dt, tokens, in, device),
+                                                 shape_only(dt, out, in, device),
+                                                 shape_only(dt, tokens, out, device), forward),
+                   kernels::gemm_workspace_bytes(shape_only(dt, tokens, out, device),
+                                                 shape_only(dt, out, in, device),
+                                                 shape_only(dt, tokens, in, device), dgrad),
+                   kernels::gemm_workspace_bytes(shape_only(dt, tokens, out, device),
+                                                 shape_only(dt, tokens, in, device),
+                                                 shape_only(DType::f32, out, in, device), wgrad)});
+}
+
+// The first `rows` rows of a matrix.
+Tensor first_rows(const Tensor& t, int64_t rows) {
+  return Tensor(t.data, t.dtype, {rows, t.cols()}, t.device);
 }
 
 }  // namespace
@@ -98,26 +123,24 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
                                             shape_only(dt, t16, in, device)),
                   fp8::gemm_workspace_bytes(fp8::as_transposed(qdy_), fp8::as_transposed(qx_),
                                             shape_only(DType::f32, out, in, device), accumulate)});
+    if (recipe.bf16_gemms != 0) {
+      // GEMMs in bf16 (attribution): W's bf16 copy for forward or dgrad, x's for wgrad.
+      const bool w_copy = recipe.in_bf16(fp8::Gemm::forward) || recipe.in_bf16(fp8::Gemm::dgrad);
+      const bool x_copy = recipe.in_bf16(fp8::Gemm::wgrad);
+      const int64_t w_elems = w_copy ? out * in : 0, x_elems = x_copy ? tokens * in : 0;
+      bf16_storage_ = Buffer::for_tensor(device, DType::bf16, {w_elems + x_elems});
+      auto* base = static_cast<uint16_t*>(bf16_storage_.data());
+      if (w_copy) weight_bf16_ = Tensor(base, DType::bf16, {out, in}, device);
+      if (x_copy) x_bf16_ = Tensor(base + w_elems, DType::bf16, {tokens, in}, device);
+      workspace_bytes =
+          std::max(workspace_bytes, high_precision_workspace_bytes(dt, tokens, in, out, device));
+    }
     // Zero rows: not quantized yet (stats() reports nothing for them).
     qx_.set_rows(0);
     qdy_.set_rows(0);
     qw_.set_rows(0);
   } else {
-    kernels::GemmOptions forward, dgrad, wgrad;
-    dgrad.trans_b = false;
-    wgrad.trans_a = true;
-    wgrad.trans_b = false;
-    wgrad.beta = 1.0f;
-    workspace_bytes =
-        std::max({kernels::gemm_workspace_bytes(shape_only(dt, tokens, in, device),
-                                                shape_only(dt, out, in, device),
-                                                shape_only(dt, tokens, out, device), forward),
-                  kernels::gemm_workspace_bytes(shape_only(dt, tokens, out, device),
-                                                shape_only(dt, out, in, device),
-                                                shape_only(dt, tokens, in, device), dgrad),
-                  kernels::gemm_workspace_bytes(shape_only(dt, tokens, out, device),
-                                                shape_only(dt, tokens, in, device),
-                                                shape_only(DType::f32, out, in, device), wgrad)});
+    workspace_bytes = high_precision_workspace_bytes(dt, tokens, in, out, device);
   }
   workspace_bytes_ = workspace_bytes;
   if (!config.shared_workspace && workspace_bytes > 0) {
@@ -140,6 +163,9 @@ void Linear::use_workspace(const Tensor& workspace) {
 void Linear::use_quantized_weight(const QuantizedWeight& w) {
   OCTET_CHECK(config_.precision == Precision::fp8, kOp,
               "use_quantized_weight: only an fp8 layer reads pre-quantized weights");
+  OCTET_CHECK(w.data.empty() || weight_bf16_.empty(), kOp,
+              "use_quantized_weight: the recipe runs forward or dgrad in bf16 (",
+              config_.recipe.str(), "), which reads W itself, not the given FP8 copies");
   if (w.data.empty()) {
     given_weight_ = false;
     weight_fresh_ = false;
@@ -236,12 +262,20 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
     fp8::quantize(x2, qx_, recipe);
     if (!weight_fresh_ && !given_weight_) {
       fp8::quantize(weight_, qw_, recipe);
+      if (!weight_bf16_.empty()) kernels::convert(weight_, weight_bf16_);
       weight_fresh_ = true;
     }
-    fp8::Fp8GemmOptions o;
-    o.fast_accum = true;
-    o.workspace = workspace;
-    fp8::gemm(fp8::as_stored(qx_), fp8::as_stored(qw_), y2, o);
+    if (!x_bf16_.empty()) kernels::convert(x2, first_rows(x_bf16_, t));
+    if (recipe.in_bf16(fp8::Gemm::forward)) {
+      kernels::GemmOptions o;
+      o.workspace = workspace;
+      kernels::gemm(x2, weight_bf16_, y2, o);
+    } else {
+      fp8::Fp8GemmOptions o;
+      o.fast_accum = true;
+      o.workspace = workspace;
+      fp8::gemm(fp8::as_stored(qx_), fp8::as_stored(qw_), y2, o);
+    }
   } else {
     kernels::GemmOptions o;  // y = x Wᵀ: W is stored [out, in], K-major
     o.workspace = workspace;
@@ -269,14 +303,28 @@ void Linear::backward(const Tensor& dy, const Tensor& dx) {
   const Tensor& workspace = workspace_;
 
   if (config_.precision == Precision::fp8) {
-    fp8::quantize(dy2, qdy_, config_.recipe);
+    const fp8::Recipe& recipe = config_.recipe;
+    fp8::quantize(dy2, qdy_, recipe);
     fp8::Fp8GemmOptions o;
     o.workspace = workspace;
+    kernels::GemmOptions bf16;  // the GEMMs the recipe keeps in bf16, as in the branch below
+    bf16.workspace = workspace;
+    bf16.trans_b = false;
     // dx [T, in] = dy [T, out] · W [out, in]: B is Wᵀ stored [in, out] (K = out).
-    if (!dx.empty()) fp8::gemm(fp8::as_stored(qdy_), fp8::as_transposed(qw_), as_matrix(dx), o);
+    if (!dx.empty() && recipe.in_bf16(fp8::Gemm::dgrad)) {
+      kernels::gemm(dy2, weight_bf16_, as_matrix(dx), bf16);
+    } else if (!dx.empty()) {
+      fp8::gemm(fp8::as_stored(qdy_), fp8::as_transposed(qw_), as_matrix(dx), o);
+    }
     // dW [out, in] += dyᵀ [out, T] · x [T, in]: B is xᵀ stored [in, T] (K = T).
-    o.beta = 1.0f;
-    fp8::gemm(fp8::as_transposed(qdy_), fp8::as_transposed(qx_), weight_grad_, o);
+    if (recipe.in_bf16(fp8::Gemm::wgrad)) {
+      bf16.trans_a = true;
+      bf16.beta = 1.0f;
+      kernels::gemm(dy2, first_rows(x_bf16_, t), weight_grad_, bf16);
+    } else {
+      o.beta = 1.0f;
+      fp8::gemm(fp8::as_transposed(qdy_), fp8::as_transposed(qx_), weight_grad_, o);
+    }
   } else {
     kernels::GemmOptions o;
     o.workspace = workspace;

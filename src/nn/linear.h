@@ -1,5 +1,6 @@
 // nn/linear.h: the policy-aware linear layer y = x Wᵀ (+ b): fp32, bf16, or FP8
-// GEMMs for forward, dgrad and wgrad under an FP8 recipe.
+// GEMMs for forward, dgrad and wgrad under an FP8 recipe (any of them in bf16 where the
+// recipe says bf16=..., to attribute a loss gap to one GEMM).
 // defines: LinearConfig, QuantizedWeight, Linear
 #pragma once
 
@@ -118,6 +119,10 @@ class Linear {
   size_t workspace_bytes_ = 0;
   Buffer own_workspace_;
   Tensor workspace_;  // u8; empty when no GEMM needs one
+  // fp8 with GEMMs in bf16 (Recipe::bf16_gemms): W's bf16 copy for forward or dgrad, x's
+  // for wgrad (made in forward: the caller need not keep x alive under fp8).
+  Buffer bf16_storage_;
+  Tensor weight_bf16_, x_bf16_;
 };
 
 }  // namespace octet::nn

@@ -291,6 +291,20 @@ TEST(Fp8Weights, RefusedWithoutFp8OrUnderZeroZero) {
   c.precision = nn::Precision::fp8;
   c.zero = 0;
   EXPECT_THROW({ train::Trainer t(c, world()); }, octet::Error);
+  // A recipe whose forward or dgrad runs in bf16 reads the bf16 weights, which the flag
+  // does not gather; wgrad in bf16 reads x and dY only.
+  c.zero = 1;
+  for (const char* text : {"tensor-current:bf16=forward", "block:bf16=dgrad"}) {
+    c.recipe = fp8::Recipe::parse(text);
+    try {
+      train::Trainer t(c, world());
+      ADD_FAILURE() << text << " was not refused";
+    } catch (const octet::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bf16=forward/dgrad"), std::string::npos) << e.what();
+    }
+  }
+  c.recipe = fp8::Recipe::parse("tensor-current:bf16=wgrad");
+  EXPECT_NO_THROW({ train::Trainer t(c, world()); });
 }
 
 }  // namespace

@@ -132,8 +132,8 @@ TEST(Recipe, BadNamesAreRefusedWithTheNamesThatExist) {
     const std::string msg = error_of([&] { Recipe::parse(bad); });
     EXPECT_EQ(msg.rfind("[recipe] unknown option", 0), 0u) << msg;
     EXPECT_NE(msg.find(std::string("in '") + bad +
-                       "'; expected hybrid, e4m3, pow2, history=N, margin=N or "
-                       "amax=max|most-recent"),
+                       "'; expected hybrid, e4m3, pow2, history=N, margin=N, "
+                       "amax=max|most-recent or bf16=G[+G...]"),
               std::string::npos)
         << msg;
   }
@@ -154,6 +154,37 @@ TEST(Recipe, BadNamesAreRefusedWithTheNamesThatExist) {
     const std::string msg = error_of([&] { Recipe::parse(bad); });
     EXPECT_NE(msg.find(want), std::string::npos) << bad << ": " << msg;
   }
+}
+
+// bf16=G[+G...] (attribution): the GEMMs named, printed in one order, each at most once.
+TEST(Recipe, Bf16GemmsParseToTheirBitsAndPrintInOneOrder) {
+  const Recipe r = Recipe::parse("tensor-current:bf16=wgrad+forward:e4m3");
+  EXPECT_TRUE(r.in_bf16(fp8::Gemm::forward));
+  EXPECT_FALSE(r.in_bf16(fp8::Gemm::dgrad));
+  EXPECT_TRUE(r.in_bf16(fp8::Gemm::wgrad));
+  EXPECT_EQ(r.formats, FormatPolicy::e4m3);
+  EXPECT_EQ(r.str(), "tensor-current:e4m3:bf16=forward+wgrad");
+  EXPECT_EQ(Recipe::parse("block").bf16_gemms, 0);
+  for (unsigned char bits = 1; bits < 8; ++bits) {
+    for (const fp8::ScalingModeInfo& m : fp8::scaling_modes()) {
+      Recipe want = Recipe::defaults(m.mode);
+      want.bf16_gemms = bits;
+      SCOPED_TRACE(want.str());
+      EXPECT_EQ(Recipe::parse(want.str()), want);
+    }
+  }
+  for (const char* bad : {"row:bf16=", "row:bf16=fwd", "row:bf16=dgrad+", "row:bf16=dgrad+dgrad",
+                          "row:bf16=+wgrad", "row:bf16=Dgrad"}) {
+    const std::string msg = error_of([&] { Recipe::parse(bad); });
+    EXPECT_NE(msg.find(std::string("[recipe] bf16=") + (std::strchr(bad, '=') + 1) + " in '" + bad +
+                       "': expected forward, dgrad and wgrad joined by '+', each once"),
+              std::string::npos)
+        << bad << ": " << msg;
+  }
+  EXPECT_NE(
+      error_of([] { Recipe::parse("mx:bf16=dgrad:bf16=wgrad"); }).find("'bf16' is given twice"),
+      std::string::npos);
+  EXPECT_NE(fp8::recipe_syntax("").find("bf16=G[+G...]"), std::string::npos);
 }
 
 TEST(Recipe, HybridQuantizesOnlyGradientsToE5M2) {

@@ -1,6 +1,6 @@
 // tests/nn/test_linear_fp8.cpp: nn::Linear under fp8 for every scaling mode and format
 // policy against float64 GEMMs of the FP8 operands it read and of the original operands,
-// and its weight caching, delayed scaling and statistics.
+// its weight caching, delayed scaling and statistics, and the GEMMs a recipe keeps in bf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -349,6 +349,60 @@ TEST_P(LinearFp8OnDevice, StatsReportAmaxScalesAndCountsOfTheLastQuantizations) 
     EXPECT_EQ(st.weight.saturated, 0);
     EXPECT_EQ(st.grad_output.saturated, 0);
     EXPECT_EQ(st.layer.saturated_share(), double(want.saturated) / double(total));
+  }
+}
+
+// Recipe bf16=...: the GEMMs named run as the bf16 layer's do (bit for bit: the same bf16
+// GEMM of the same operands), the others as the all-FP8 layer's, and every operand is still
+// quantized (the health still reports x, W and dY).
+TEST_P(LinearFp8OnDevice, GemmsNamedBf16RunAsTheBf16LayerAndTheOthersStayFp8) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t t = 48, in = 96, out = 80;
+  const std::vector<float> x = testing::random_normal(t * in, 1.0, DType::bf16, rng);
+  const std::vector<float> dy = testing::random_normal(t * out, 0x1p-12, DType::bf16, rng);
+  struct Run {
+    std::vector<float> y, dx, wg;
+  };
+  // `clobber`: overwrite the caller's x between forward and backward (under fp8 the
+  // layer must not read it again, even for a bf16 wgrad).
+  auto run = [&](const nn::LinearConfig& c, const std::vector<float>& w, bool clobber) {
+    LinearHarness h(c, rng);
+    h.set_weights(w);
+    Run r;
+    r.y = h.forward(x);
+    if (clobber) h.x.fill(1e6f);
+    r.dx = h.backward(dy);
+    r.wg = h.weight_grad.read();
+    if (c.precision == nn::Precision::fp8) {
+      const nn::Linear::Stats st = h.layer.stats();
+      EXPECT_EQ(st.x.numel, t * in);
+      EXPECT_EQ(st.weight.numel, out * in);
+      EXPECT_EQ(st.grad_output.numel, t * out);
+    }
+    return r;
+  };
+  const std::vector<float> w =
+      testing::random_normal(out * in, 1.0 / std::sqrt(double(in)), DType::bf16, rng);
+  nn::LinearConfig bf16_config = fp8_config({}, in, out, t, device);
+  bf16_config.precision = nn::Precision::bf16;
+  const Run bf16 = run(bf16_config, w, false);
+  for (const fp8::ScalingModeInfo& info : fp8::scaling_modes()) {
+    const fp8::Recipe plain = fp8::Recipe::defaults(info.mode);
+    const Run fp8 = run(fp8_config(plain, in, out, t, device), w, false);
+    // The comparison can tell the two apart: FP8 GEMMs differ from bf16 ones here.
+    EXPECT_NE(fp8.y, bf16.y) << plain.str();
+    EXPECT_NE(fp8.dx, bf16.dx) << plain.str();
+    EXPECT_NE(fp8.wg, bf16.wg) << plain.str();
+    for (const char* gemms : {"forward", "dgrad", "wgrad", "forward+dgrad+wgrad"}) {
+      const fp8::Recipe recipe = fp8::Recipe::parse(plain.str() + ":bf16=" + gemms);
+      SCOPED_TRACE(recipe.str());
+      const Run r = run(fp8_config(recipe, in, out, t, device), w, true);
+      EXPECT_EQ(r.y, recipe.in_bf16(fp8::Gemm::forward) ? bf16.y : fp8.y);
+      EXPECT_EQ(r.dx, recipe.in_bf16(fp8::Gemm::dgrad) ? bf16.dx : fp8.dx);
+      EXPECT_EQ(r.wg, recipe.in_bf16(fp8::Gemm::wgrad) ? bf16.wg : fp8.wg);
+    }
   }
 }
 

@@ -2,7 +2,8 @@
 // the synthetic corpus from the same seed under bf16 and under each recipe, the paired gap
 // (recipe's final validation loss / bf16's - 1) within the recipe's bound. The bounds come
 // from the paired-seed study of this exact run (docs/numerics.md, "The CI test"), so a recipe
-// that drifts by more than seed noise fails here.
+// that drifts by more than seed noise fails here. And the attribution recipes (bf16=...):
+// with every GEMM in bf16 an fp8 run is the bf16 run, so each bf16=G isolates G's FP8 GEMM.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -60,6 +61,43 @@ TEST(RecipeGap, EveryRecipeStaysWithinItsBoundOfBf16OnTheSyntheticCorpus) {
     std::printf("[ result   ] %-20s val_loss %.4f gap %+.3f%% (bound %+.3f%%)\n", b.recipe, val,
                 100 * gap, 100 * b.bound);
     EXPECT_LE(gap, b.bound) << b.recipe;
+  }
+}
+
+// What the per-GEMM attribution of docs/numerics.md rests on: under fp8 with every block
+// GEMM in bf16 (every operand still quantized, for the health only), nothing else differs
+// from bf16, so the runs agree bit for bit, step by step; a recipe with some GEMMs in bf16
+// then differs from bf16 only by its other GEMMs' FP8 operands.
+TEST(RecipeGap, Fp8WithEveryGemmInBf16TrainsAsBf16BitForBit) {
+  auto run = [](nn::Precision precision, const std::string& recipe) {
+    TrainConfig c = tiny_run("tiny", precision, 20);
+    c.seed = 3;
+    c.eval_every = 10;
+    if (precision == nn::Precision::fp8) {
+      c.recipe = fp8::Recipe::parse(recipe);
+      c.guard.enabled = false;
+    }
+    return Trainer(c).run();
+  };
+  const auto bf16 = run(nn::Precision::bf16, "");
+  ASSERT_EQ(bf16.size(), 20u);
+  for (const char* recipe : {"tensor-current:bf16=forward+dgrad+wgrad",
+                             "tensor-delayed:bf16=forward+dgrad+wgrad", "block:bf16=dgrad"}) {
+    const auto fp8 = run(nn::Precision::fp8, recipe);
+    ASSERT_EQ(fp8.size(), bf16.size()) << recipe;
+    // block:bf16=dgrad keeps forward and wgrad in FP8: it must differ (the test can tell).
+    const bool all_bf16 = std::string(recipe).find("forward+dgrad+wgrad") != std::string::npos;
+    int differing = 0;
+    for (size_t i = 0; i < bf16.size(); ++i) {
+      const bool same = fp8[i].loss == bf16[i].loss && fp8[i].grad_norm == bf16[i].grad_norm &&
+                        fp8[i].val_loss == bf16[i].val_loss;
+      if (all_bf16) {
+        EXPECT_TRUE(same) << recipe << " step " << bf16[i].step << ": loss " << fp8[i].loss
+                          << " vs " << bf16[i].loss;
+      }
+      differing += !same;
+    }
+    if (!all_bf16) EXPECT_GT(differing, 0) << recipe;
   }
 }
 
