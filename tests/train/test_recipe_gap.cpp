@@ -97,7 +97,9 @@ TEST(RecipeGap, Fp8WithEveryGemmInBf16TrainsAsBf16BitForBit) {
       }
       differing += !same;
     }
-    if (!all_bf16) EXPECT_GT(differing, 0) << recipe;
+    if (!all_bf16) {
+      EXPECT_GT(differing, 0) << recipe;
+    }
   }
 }
 
