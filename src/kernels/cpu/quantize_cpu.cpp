@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/byte_transpose.h"
 #include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
@@ -264,30 +265,12 @@ struct Band {
   }
 };
 
-// dst = srcᵀ for a kTile x kTile byte tile, in 8 x 8 blocks of eight 64-bit rows:
-// three rounds of swapping 4x4, 2x2 and 1x1 sub-blocks with shifts and masks.
+// dst = srcᵀ for a kTile x kTile byte tile, in 8 x 8 blocks (kernels/cpu/byte_transpose.h).
 [[gnu::always_inline]] inline void transpose_tile(const uint8_t* __restrict src,
                                                   uint8_t* __restrict dst) {
   for (int64_t rb = 0; rb < kTile; rb += 8) {
     for (int64_t cb = 0; cb < kTile; cb += 8) {
-      uint64_t a[8];
-      for (int k = 0; k < 8; ++k) std::memcpy(&a[k], src + (rb + k) * kTile + cb, 8);
-      for (int i = 0; i < 4; ++i) {
-        const uint64_t t = ((a[i] >> 32) ^ a[i + 4]) & 0x00000000FFFFFFFFull;
-        a[i] ^= t << 32;
-        a[i + 4] ^= t;
-      }
-      for (int i : {0, 1, 4, 5}) {
-        const uint64_t t = ((a[i] >> 16) ^ a[i + 2]) & 0x0000FFFF0000FFFFull;
-        a[i] ^= t << 16;
-        a[i + 2] ^= t;
-      }
-      for (int i : {0, 2, 4, 6}) {
-        const uint64_t t = ((a[i] >> 8) ^ a[i + 1]) & 0x00FF00FF00FF00FFull;
-        a[i] ^= t << 8;
-        a[i + 1] ^= t;
-      }
-      for (int k = 0; k < 8; ++k) std::memcpy(dst + (cb + k) * kTile + rb, &a[k], 8);
+      transpose8x8(src + rb * kTile + cb, kTile, dst + cb * kTile + rb, kTile);
     }
   }
 }

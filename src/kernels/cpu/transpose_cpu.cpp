@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/backends.h"
+#include "kernels/cpu/byte_transpose.h"
 
 namespace octet::kernels::cpu {
 namespace {
@@ -34,32 +35,9 @@ void transpose_tile(const T* __restrict src, T* __restrict dst, int64_t rows, in
   }
 }
 
-// The same for a full tile of bytes (FP8 data, the transposed copies of quantize): 8 x 8
-// blocks of eight 64-bit rows, transposed in registers by three rounds of swapping 4x4,
-// 2x2 and 1x1 sub-blocks with shifts and masks, where the loops above move one byte at a
-// time.
-inline void transpose8x8(const uint8_t* __restrict src, int64_t src_ld, uint8_t* __restrict dst,
-                         int64_t dst_ld) {
-  uint64_t a[8];
-  for (int k = 0; k < 8; ++k) std::memcpy(&a[k], src + k * src_ld, 8);
-  for (int i = 0; i < 4; ++i) {
-    const uint64_t t = ((a[i] >> 32) ^ a[i + 4]) & 0x00000000FFFFFFFFull;
-    a[i] ^= t << 32;
-    a[i + 4] ^= t;
-  }
-  for (int i : {0, 1, 4, 5}) {
-    const uint64_t t = ((a[i] >> 16) ^ a[i + 2]) & 0x0000FFFF0000FFFFull;
-    a[i] ^= t << 16;
-    a[i + 2] ^= t;
-  }
-  for (int i : {0, 2, 4, 6}) {
-    const uint64_t t = ((a[i] >> 8) ^ a[i + 1]) & 0x00FF00FF00FF00FFull;
-    a[i] ^= t << 8;
-    a[i + 1] ^= t;
-  }
-  for (int k = 0; k < 8; ++k) std::memcpy(dst + k * dst_ld, &a[k], 8);
-}
-
+// The same for bytes (FP8 data, the transposed copies of quantize): a full tile in 8 x 8
+// blocks transposed in registers (kernels/cpu/byte_transpose.h) where the loops above move
+// one byte at a time.
 template <>
 void transpose_tile<uint8_t>(const uint8_t* __restrict src, uint8_t* __restrict dst, int64_t rows,
                              int64_t cols, int64_t r0, int64_t c0) {
