@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "train/run_links.h"
 
 namespace octet::train {
 namespace fs = std::filesystem;
@@ -84,10 +85,18 @@ std::vector<std::string> remove_stale_temp_dirs(const std::string& dir) {
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     const size_t at = name.rfind(kTemp);
-    if (at == std::string::npos || !checkpoint_step_of(name.substr(0, at))) continue;
+    if (at == std::string::npos) continue;
+    // A step folder being written, or the run directory's link being replaced
+    // (train/run_links.h: .<file>.tmp-PID, a symlink until it is renamed over <file>).
+    const std::string stem = name.substr(0, at);
+    const bool step = checkpoint_step_of(stem).has_value();
+    const bool link = std::any_of(kRunLinkedFiles.begin(), kRunLinkedFiles.end(),
+                                  [&](const char* f) { return stem == "." + std::string(f); });
+    if (!step && !link) continue;
     const std::optional<int64_t> pid =
         parse_number(std::string_view(name).substr(at + kTemp.size()));
-    if (!pid || *pid <= 0 || *pid > 0x7fffffff || !e.is_directory(ec)) continue;
+    if (!pid || *pid <= 0 || *pid > 0x7fffffff) continue;
+    if (step ? !e.is_directory(ec) : !e.is_symlink(ec)) continue;
     const bool mine = *pid == ::getpid();
     // EPERM means the process exists (another user's): keep its folder.
     const bool gone = ::kill(static_cast<pid_t>(*pid), 0) != 0 && errno == ESRCH;

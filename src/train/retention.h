@@ -1,6 +1,7 @@
 // train/retention.h: what stays on disk in a run's checkpoint folder: the newest N
 // checkpoints plus every M-th step as a milestone (and always the one `latest` names),
-// and the removal of the temporary step_*.tmp-PID folders a killed run left behind.
+// and the removal of the temporary step_*.tmp-PID folders (and run-link temporaries) a
+// killed run left behind.
 // defines: RetentionPolicy, prune_checkpoints, remove_stale_temp_dirs, checkpoint_step_of
 #pragma once
 
@@ -27,8 +28,9 @@ std::optional<int64_t> checkpoint_step_of(const std::string& name);
 std::vector<std::string> prune_checkpoints(const std::string& dir, const RetentionPolicy& policy,
                                            const std::vector<std::string>& also_keep = {});
 
-// Deletes the step_*.tmp-PID folders of `dir` whose writer is gone: PID is not a live
-// process (kill(PID, 0) fails with ESRCH) or is this process (which has not started a
+// Deletes the step_*.tmp-PID folders of `dir`, and the .<file>.tmp-PID links of
+// train/run_links.h (a kill between creating and renaming one leaves it), whose writer is gone: PID
+// is not a live process (kill(PID, 0) fails with ESRCH) or is this process (which has not started a
 // checkpoint yet when this is called). Folders of live processes are never touched.
 // Returns the folders deleted.
 std::vector<std::string> remove_stale_temp_dirs(const std::string& dir);

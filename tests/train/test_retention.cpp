@@ -121,6 +121,27 @@ TEST(Retention, StaleTempFoldersGoAndLiveWritersStay) {
   EXPECT_TRUE(remove_stale_temp_dirs(dir.file("missing")).empty());
 }
 
+// A kill between creating the run directory's new link and renaming it over the old one
+// leaves .<file>.tmp-PID, a symlink: it goes with its dead writer; a live writer's stays,
+// and so does a user's regular file of such a name.
+TEST(Retention, StaleRunLinkTemporariesGoAndLiveWritersStay) {
+  testing::TempDir dir;
+  const std::string stale = ".model.safetensors.tmp-" + std::to_string(dead_pid());
+  const std::string live = ".config.json.tmp-1";
+  const std::string users = ".tokenizer.model.tmp-" + std::to_string(dead_pid());
+  const std::string other = ".notes.txt.tmp-" + std::to_string(dead_pid());
+  for (const auto& n : {stale, live, other})
+    fs::create_symlink("step_00000002/model.safetensors", dir.file(n));
+  { std::ofstream(dir.file(users)) << "mine"; }
+  const auto deleted = remove_stale_temp_dirs(dir.path().string());
+  ASSERT_EQ(deleted.size(), 1u);
+  EXPECT_EQ(fs::path(deleted[0]).filename().string(), stale);
+  EXPECT_FALSE(fs::is_symlink(dir.file(stale)));
+  EXPECT_TRUE(fs::is_symlink(dir.file(live)));
+  EXPECT_TRUE(fs::is_symlink(dir.file(other)));
+  EXPECT_TRUE(fs::exists(dir.file(users)));
+}
+
 TEST(Retention, ATrainingRunKeepsTheNewestAndMilestonesAndCleansUpAtStart) {
   testing::TempDir dir;
   TrainConfig c = tiny_run(write_tiny64(dir), nn::Precision::bf16, 12);
