@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "dist/data_parallel.h"
 #include "fp8/scaling.h"
+#include "kernels/fp8_scale.h"
 #include "kernels/quantize.h"
 #include "kernels/transpose.h"
 
@@ -124,8 +126,8 @@ WeightAllGather::WeightAllGather(std::shared_ptr<Comm> comm, model::Llama& model
   // given_: per-tensor scales, their inverses, a 1 and a scratch slot.
   amax_ = Buffer::for_tensor(device, DType::f32, {wn});
   given_ = Buffer::for_tensor(device, DType::f32, {2 * wn + 2});
-  host_.assign(static_cast<size_t>(2 * wn + 2), 1.0f);
-  copy_bytes(given_.data(), device, host_.data(), Device::cpu(), host_.size() * 4);
+  const std::vector<float> ones(static_cast<size_t>(2 * wn + 2), 1.0f);
+  copy_bytes(given_.data(), device, ones.data(), Device::cpu(), ones.size() * 4);
   if (needs_bf16_) {
     int64_t widest = 1, rows = 1;
     for (const model::BlockWeight& w : ws) {
@@ -243,16 +245,11 @@ void WeightAllGather::quantize_shard() {
         kernels::quantize(shard_of(x, {1, x.hi - x.lo}), out, options);
       }
       comm_->all_reduce(amax_.tensor(DType::f32, {wn}), ReduceOp::max);
-      copy_bytes(host_.data(), Device::cpu(), amax_.data(), device, static_cast<size_t>(wn) * 4);
-      const auto fp8_max = static_cast<float>(dtype_info(format_).max_finite);
-      for (int64_t i = wn - 1; i >= 0; --i) {
-        const float scale = kernels::scale_from_amax(host_[static_cast<size_t>(i)], fp8_max, 0,
-                                                     recipe_.power_of_two_scales);
-        host_[static_cast<size_t>(i)] = scale;
-        host_[static_cast<size_t>(wn + i)] = 1.0f / scale;
-      }
-      copy_bytes(given_.data(), device, host_.data(), Device::cpu(),
-                 static_cast<size_t>(2 * wn) * 4);
+      // On the device (kernels/fp8_scale.h): no read-back of the amaxes in the step.
+      kernels::fp8_scales_from_amax(amax_.tensor(DType::f32, {wn}), at(given_, 0, DType::f32, {wn}),
+                                    at(given_, wn, DType::f32, {wn}),
+                                    static_cast<float>(dtype_info(format_).max_finite),
+                                    recipe_.power_of_two_scales);
     }
     for (size_t i = 0; i < weights_.size(); ++i) {
       const Weight& x = weights_[i];

@@ -94,10 +94,9 @@ class WeightAllGather {
   bool per_tensor_ = false, needs_bf16_ = false;
   Partition codes_part_, scales_part_, col_scales_part_;
   // codes_/codes_t_ [end - begin]; col_codes_ (mx) likewise; scales_/scales_t_/col_scales_:
-  // every weight's grid, in weight order; host_ (current scaling): scales then scale_invs.
+  // every weight's grid, in weight order; given_: the scales then scale_invs per weight.
   Buffer codes_, codes_t_, col_codes_, scales_, scales_t_, col_scales_, amax_, given_, row_data_,
       row_scales_;
-  std::vector<float> host_;
   std::vector<nn::QuantizedWeight> copies_;
   int64_t bytes_received_ = 0, bf16_bytes_received_ = 0;
 };
