@@ -63,6 +63,7 @@ DataParallel::DataParallel(std::shared_ptr<Comm> comm, model::Llama& model, int 
   if (fp8_weights) {
     fp8_weights_ = std::make_unique<WeightAllGather>(comm_, model_, partition_);
     model_.set_fp8_weight_source([this] { fp8_weights_->run(); });
+    plan_gather_around();
   }
 }
 

@@ -145,6 +145,7 @@ class DataParallel {
   // The working weights all-gathered after an update (under --fp8-comm weights only those
   // around the block linears, over around_'s partitions of the two ranges).
   void gather_working();
+  void plan_gather_around();  // around_, once at construction (the step allocates nothing)
   Partition around_[2];
   bool armed_ = false, started_ = false;
   int64_t micro_ = 0;  // the micro-batches of this step already in the shard

@@ -350,25 +350,34 @@ void WeightAllGather::transpose_copies() {
   }
 }
 
+void DataParallel::plan_gather_around() {
+  // The ranges before and after the block linears, each over this partition's cuts.
+  const int n = comm_->size();
+  const std::pair<int64_t, int64_t> ranges[2] = {{0, fp8_weights_->begin()},
+                                                 {fp8_weights_->end(), partition_.total()}};
+  for (int k = 0; k < 2; ++k) {
+    const auto [lo, hi] = ranges[k];
+    if (hi == lo) continue;  // nothing to gather there
+    std::vector<int64_t> at;
+    for (int r = 0; r <= n; ++r)
+      at.push_back(std::clamp(r < n ? partition_.begin(r) : partition_.total(), lo, hi) - lo);
+    around_[k] = Partition(std::move(at));
+  }
+}
+
 void DataParallel::gather_working() {
   const Tensor working = model_.working();
   if (!fp8_weights_ || fp8_weights_->needs_bf16()) return comm_->all_gather(working, partition_);
   // Around the block linears, whose FP8 copies the next forward gathers instead.
-  const int n = comm_->size();
   const size_t width = dtype_size(working.dtype);
-  for (auto [lo, hi] : {std::pair{int64_t{0}, fp8_weights_->begin()},
-                        std::pair{fp8_weights_->end(), partition_.total()}}) {
+  const std::pair<int64_t, int64_t> ranges[2] = {{0, fp8_weights_->begin()},
+                                                 {fp8_weights_->end(), partition_.total()}};
+  for (int k = 0; k < 2; ++k) {
+    const auto [lo, hi] = ranges[k];
     if (hi == lo) continue;
-    Partition& part = around_[lo == 0 ? 0 : 1];
-    if (part.ranks() == 0) {  // once: the step allocates nothing
-      std::vector<int64_t> at;
-      for (int r = 0; r <= n; ++r)
-        at.push_back(std::clamp(r < n ? partition_.begin(r) : partition_.total(), lo, hi) - lo);
-      part = Partition(std::move(at));
-    }
     comm_->all_gather(Tensor(static_cast<uint8_t*>(working.data) + lo * static_cast<int64_t>(width),
                              working.dtype, {hi - lo}, working.device),
-                      part);
+                      around_[k]);
   }
 }
 
