@@ -5,7 +5,9 @@
 //     beta applied by the engine);
 //   - per-row scales that do not split K: one bf16 GEMM of the codes into f32, then an
 //     epilogue C = (alpha sa_i) sb_j acc + beta C;
-//   - other scales that split K (block's f32 scales): code x scale widened to f32 (one
+//   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
+//     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
+//     scales applied per slice in fp32); elsewhere code x scale widened to f32 (one
 //     rounding, 2^-24 relative) and one f32 GEMM.
 // Only the fp32 summation order differs from the reference path. Scales whose range
 // could leave those conversions inexact (or products subnormal) make it decline.
