@@ -63,7 +63,8 @@ void set_fp8_gemm_path(Fp8GemmPath path);
 
 // The fused path (gemm_fp8_fused_cpu.cpp): its workspace; which of its ways these operands
 // take (none: their scales' range does not allow it); and the GEMM, which returns false
-// without touching C where the kind is none.
+// without touching C where the kind is none (unless the block micro-kernel below takes
+// finite scales that split K: fp8_block_gemm_available()).
 // out[i] = the bf16 encoding of FP8 code in[i] (exact), vectorised where the CPU allows.
 void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n);
 enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };

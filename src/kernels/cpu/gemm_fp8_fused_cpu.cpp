@@ -10,7 +10,9 @@
 //     scales applied per slice in fp32); elsewhere code x scale widened to f32 (one
 //     rounding, 2^-24 relative) and one f32 GEMM.
 // Only the fp32 summation order differs from the reference path. Scales whose range
-// could leave those conversions inexact (or products subnormal) make it decline.
+// could leave those conversions inexact (or products subnormal) make it decline, except
+// that finite scales splitting K still take the micro-kernel where it runs (it converts
+// no scaled value: its scales meet the slice sums in fp32, as on the reference path).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")  // as quantize_cpu.cpp: lets the selects vectorise
 #endif
@@ -307,6 +309,21 @@ FusedLayout fused_layout(GemmDims d, const GemmOptions& o) {
           align_up(static_cast<size_t>(d.m) * 4), align_up(static_cast<size_t>(d.n) * 4)};
 }
 
+// Whether every scale is finite and positive (E8M0: not its NaN, 0xFF).
+bool finite_scales(const OperandScales& s) {
+  if (s.data == nullptr) return true;
+  const int64_t n = s.grid_rows * s.grid_cols;
+  for (int64_t i = 0; i < n; ++i) {
+    if (s.e8m0) {
+      if (static_cast<const uint8_t*>(s.data)[i] == 0xFF) return false;
+    } else {
+      const float v = static_cast<const float*>(s.data)[i];
+      if (!std::isfinite(v) || !(v > 0.0f)) return false;
+    }
+  }
+  return true;
+}
+
 // The K slice of the block micro-kernel (gemm_fp8_block_cpu.cpp): every operand that
 // splits K splits it into slices of one even width; 0 where the grids do not allow it.
 int64_t block_slice(GemmDims d, const GemmOptions& o) {
@@ -376,9 +393,19 @@ Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOpt
 bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o,
                     GemmDims d) {
   const Fp8FusedKind kind = fp8_gemm_fused_kind(a, b, o, d);
-  if (kind == Fp8FusedKind::none) return false;
   const OperandScales sa = scales_of(o.a_scale_inv, o.a_grid, d.m, d.k);
   const OperandScales sb = scales_of(o.b_scale_inv, o.b_grid, d.n, d.k);
+  if (kind == Fp8FusedKind::none) {
+    // Out of the widening ways' range (e.g. a block's scale_inv of 1 / FLT_MAX where its amax
+    // was tiny) but finite: the block micro-kernel widens the codes unscaled and applies the
+    // scales in fp32 per slice, as the per-slice path does, only faster.
+    const int64_t slice = block_slice(d, o);
+    if (d.k == 0 || slice == 0 || !fp8_block_gemm_available() || !finite_scales(sa) ||
+        !finite_scales(sb))
+      return false;
+    run_block_gemm(a, b, c, o, d, sa, sb, slice);
+    return true;
+  }
 
   const FusedLayout l = fused_layout(d, o);
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
