@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,11 +36,12 @@ struct Case {
   int64_t m, n, k, slice;
   DType a_dtype, b_dtype, c_dtype;
   float alpha, beta;
+  bool tiny_scales = false;  // every third scale_inv of A 1 / FLT_MAX (subnormal)
   std::string describe() const {
     return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " slice " +
            std::to_string(slice) + " " + dtype_name(a_dtype) + "x" + dtype_name(b_dtype) + " C " +
            dtype_name(c_dtype) + " alpha " + std::to_string(alpha) + " beta " +
-           std::to_string(beta);
+           std::to_string(beta) + (tiny_scales ? " tiny scales" : "");
   }
 };
 
@@ -48,6 +50,10 @@ struct Operands {
   std::vector<float> sa, sb;
   std::vector<float> c0;  // C's initial values (bf16 values where C is bf16)
 };
+
+void tiny_scale_inv(float& s) {
+  s = 1.0f / std::numeric_limits<float>::max();
+}
 
 Operands random_operands(const Case& t, testing::Rng& rng) {
   const int64_t slices = (t.k + t.slice - 1) / t.slice;
@@ -59,6 +65,7 @@ Operands random_operands(const Case& t, testing::Rng& rng) {
   // Scales with full 24-bit significands over 2^-12 .. 2^12, as block scaling makes them.
   std::uniform_real_distribution<float> exponent(-12.0f, 12.0f), value(-4.0f, 4.0f);
   for (auto& s : o.sa) s = std::exp2(exponent(rng));
+  for (size_t i = 0; t.tiny_scales && i < o.sa.size(); i += 3) tiny_scale_inv(o.sa[i]);
   for (auto& s : o.sb) s = std::exp2(exponent(rng));
   for (auto& c : o.c0)
     c = t.c_dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(value(rng))) : value(rng);
@@ -101,6 +108,13 @@ std::vector<float> run_block(const Case& t, const Operands& o, int threads) {
 // Total gamma_{L+S+4} of |alpha| sum_k |sa sb a b| + |beta C0| (the same as the per-slice
 // reference path's bound in tests/fp8/test_scaled_gemm.cpp); a bf16 C rounds once more, by
 // at most 2^-8 of its magnitude (round to nearest even, 8 significant bits).
+// Underflow (a scale_inv of 1 / FLT_MAX, as a tile whose amax is tiny gets, is subnormal):
+// each multiplication and fma may add an absolute error of at most 2^-150 (half of f32's
+// smallest subnormal; additions of subnormals are exact): sa * sb's, times |p_s| <=
+// (1 + gamma_L) sum_{k in s} |a b|, and the S fmas, all times |alpha| and at most (1 + gamma)
+// of later roundings, plus alpha * main and the last fma: at most
+// 2^-150 (2 |alpha| (sum_k |a b| + S) + 2), as (1 + gamma)^2 < 2. A bf16 C may add 2^-134
+// (half of bf16's smallest subnormal).
 void expect_within_bound(const Case& t, const Operands& o, const std::vector<float>& got) {
   const int64_t slices = (t.k + t.slice - 1) / t.slice;
   const int64_t l = std::min(t.slice, t.k);
@@ -109,18 +123,23 @@ void expect_within_bound(const Case& t, const Operands& o, const std::vector<flo
   double worst = 0.0;
   for (int64_t i = 0; i < t.m; ++i) {
     for (int64_t j = 0; j < t.n; ++j) {
-      double sum = 0.0, sum_abs = 0.0;
+      double sum = 0.0, sum_abs = 0.0, codes_abs = 0.0;
       for (int64_t k = 0; k < t.k; ++k) {
+        const double codes = double{fp8_to_f32(o.a[i * t.k + k], t.a_dtype)} *
+                             fp8_to_f32(o.b[j * t.k + k], t.b_dtype);
         const double term =
-            double{o.sa[i * slices + k / t.slice]} * o.sb[j * slices + k / t.slice] *
-            fp8_to_f32(o.a[i * t.k + k], t.a_dtype) * fp8_to_f32(o.b[j * t.k + k], t.b_dtype);
+            double{o.sa[i * slices + k / t.slice]} * o.sb[j * slices + k / t.slice] * codes;
         sum += term;
         sum_abs += std::abs(term);
+        codes_abs += std::abs(codes);
       }
       const double c0 = t.beta == 0.0f ? 0.0 : double{t.beta} * o.c0[i * t.n + j];
       const double value = double{t.alpha} * sum + c0;
-      double bound = gamma * (std::abs(double{t.alpha}) * sum_abs + std::abs(c0));
-      if (t.c_dtype == DType::bf16) bound += 0x1p-8 * (std::abs(value) + bound);
+      double bound =
+          gamma * (std::abs(double{t.alpha}) * sum_abs + std::abs(c0)) +
+          0x1p-150 *
+              (2.0 * std::abs(double{t.alpha}) * (codes_abs + static_cast<double>(slices)) + 2.0);
+      if (t.c_dtype == DType::bf16) bound += 0x1p-8 * (std::abs(value) + bound) + 0x1p-134;
       const double err = std::abs(got[i * t.n + j] - value);
       ASSERT_LE(err, bound) << t.describe() << " at (" << i << ", " << j << "): got "
                             << got[i * t.n + j] << ", exact " << value;
@@ -130,7 +149,7 @@ void expect_within_bound(const Case& t, const Operands& o, const std::vector<flo
   std::printf("%s: worst error %.3g of the bound\n", t.describe().c_str(), worst);
 }
 
-// M not a multiple of the 6-row tile, N not of the 32-column panel, K not of the slice (and
+// M not a multiple of the 8-row tile, N not of the 32-column panel, K not of the slice (and
 // odd: the last K pair is padded), one element, and the block recipe's own 128 slices.
 TEST(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTwoThreads) {
   if (!kernels::cpu::fp8_block_gemm_available())
@@ -144,6 +163,8 @@ TEST(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTw
       {64, 96, 300, 32, DType::e5m2, DType::e4m3, DType::f32, -0.5f, 0.25f},
       {130, 67, 272, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 1.0f},
       {96, 160, 384, 128, DType::e4m3, DType::e4m3, DType::bf16, 1.0f, 0.0f},
+      {45, 70, 300, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.0f, true},
+      {45, 70, 300, 128, DType::e4m3, DType::e4m3, DType::bf16, -0.5f, 0.0f, true},
   };
   for (const Case& t : cases) {
     const Operands o = random_operands(t, rng);
