@@ -2,7 +2,8 @@
 // portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
 //          gemm_reference, onednn_available, onednn_gemm, Fp8GemmPath, fp8_gemm_path,
-//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, widen_fp8_to_bf16
+//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, widen_fp8_to_bf16,
+//          Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
 #pragma once
 
 #include <cstdint>
@@ -62,7 +63,8 @@ void set_fp8_gemm_path(Fp8GemmPath path);
 
 // The fused path (gemm_fp8_fused_cpu.cpp): its workspace; which of its ways these operands
 // take (none: their scales' range does not allow it); and the GEMM, which returns false
-// without touching C where the kind is none.
+// without touching C where the kind is none (unless the block micro-kernel below takes
+// finite scales that split K: fp8_block_gemm_available()).
 // out[i] = the bf16 encoding of FP8 code in[i] (exact), vectorised where the CPU allows.
 void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n);
 enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
@@ -71,6 +73,28 @@ Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOpt
                                  GemmDims dims);
 bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
                     GemmDims dims);
+
+// The fused path's way for f32 scales that split K on AVX512_BF16 (gemm_fp8_block_cpu.cpp):
+// C [m, n] = alpha * sum_s a_scales[i, s] b_scales[j, s] sum_{k in slice s} a_ik b_jk
+// + beta * C, the codes' products summed per slice in fp32 by vdpbf16ps.
+struct Fp8BlockGemm {
+  const uint8_t* a;  // [m, k] FP8 codes
+  DType a_dtype;
+  const uint8_t* b;  // [n, k] FP8 codes
+  DType b_dtype;
+  int64_t m, n, k;
+  int64_t slice;          // K columns per scale (even); slices = ceil(k / slice)
+  const float* a_scales;  // [m, slices]
+  const float* b_scales;  // [n, slices]
+  void* c;                // [m, n], f32 or bf16
+  DType c_dtype;
+  float alpha, beta;  // beta == 0: C only written
+};
+// Whether this CPU has AVX512_BF16 and OCTET_CPU_ISA (read per call) allows AVX-512.
+bool fp8_block_gemm_available();
+size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice);
+// Needs fp8_block_gemm_available(); never allocates (workspace: the size above).
+void fp8_block_gemm(const Fp8BlockGemm& gemm, void* workspace);
 
 // oneDNN (gemm_onednn.cpp, or gemm_noonednn.cpp where the build has none).
 bool onednn_available();

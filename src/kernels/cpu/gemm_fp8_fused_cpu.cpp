@@ -5,10 +5,14 @@
 //     beta applied by the engine);
 //   - per-row scales that do not split K: one bf16 GEMM of the codes into f32, then an
 //     epilogue C = (alpha sa_i) sb_j acc + beta C;
-//   - other scales that split K (block's f32 scales): code x scale widened to f32 (one
+//   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
+//     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
+//     scales applied per slice in fp32); elsewhere code x scale widened to f32 (one
 //     rounding, 2^-24 relative) and one f32 GEMM.
 // Only the fp32 summation order differs from the reference path. Scales whose range
-// could leave those conversions inexact (or products subnormal) make it decline.
+// could leave those conversions inexact (or products subnormal) make it decline, except
+// that finite scales splitting K still take the micro-kernel where it runs (it converts
+// no scaled value: its scales meet the slice sums in fp32, as on the reference path).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")  // as quantize_cpu.cpp: lets the selects vectorise
 #endif
@@ -305,6 +309,62 @@ FusedLayout fused_layout(GemmDims d, const GemmOptions& o) {
           align_up(static_cast<size_t>(d.m) * 4), align_up(static_cast<size_t>(d.n) * 4)};
 }
 
+// Whether every scale is finite and positive (E8M0: not its NaN, 0xFF).
+bool finite_scales(const OperandScales& s) {
+  if (s.data == nullptr) return true;
+  const int64_t n = s.grid_rows * s.grid_cols;
+  for (int64_t i = 0; i < n; ++i) {
+    if (s.e8m0) {
+      if (static_cast<const uint8_t*>(s.data)[i] == 0xFF) return false;
+    } else {
+      const float v = static_cast<const float*>(s.data)[i];
+      if (!std::isfinite(v) || !(v > 0.0f)) return false;
+    }
+  }
+  return true;
+}
+
+// The K slice of the block micro-kernel (gemm_fp8_block_cpu.cpp): every operand that
+// splits K splits it into slices of one even width; 0 where the grids do not allow it.
+int64_t block_slice(GemmDims d, const GemmOptions& o) {
+  int64_t slice = 0;
+  for (const ScaleGrid& g : {o.a_grid, o.b_grid}) {
+    if (g.block_cols == 0 || g.block_cols >= d.k) continue;
+    if (slice != 0 && g.block_cols != slice) return 0;
+    slice = g.block_cols;
+  }
+  return slice % 2 == 0 ? slice : 0;
+}
+
+// Its workspace: [a_scales m x S][b_scales n x S][the kernel's own].
+size_t block_workspace_bytes(GemmDims d, int64_t slice) {
+  const int64_t slices = (d.k + slice - 1) / slice;
+  return kAlign + align_up(static_cast<size_t>(d.m * slices) * 4) +
+         align_up(static_cast<size_t>(d.n * slices) * 4) +
+         fp8_block_gemm_workspace_bytes(d.m, d.n, d.k, slice);
+}
+
+// The block way: each operand's scales per (row, slice) as f32, then the micro-kernel.
+void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o,
+                    GemmDims d, const OperandScales& sa, const OperandScales& sb, int64_t slice) {
+  const int64_t slices = (d.k + slice - 1) / slice;
+  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
+  auto* a_scales = reinterpret_cast<float*>(base);
+  auto* b_scales = reinterpret_cast<float*>(base + align_up(static_cast<size_t>(d.m * slices) * 4));
+  void* rest = base + align_up(static_cast<size_t>(d.m * slices) * 4) +
+               align_up(static_cast<size_t>(d.n * slices) * 4);
+  auto fill = [&](const OperandScales& s, int64_t rows, float* out) {
+    const bool split = splits_k(s, d.k);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t x = 0; x < slices; ++x) out[r * slices + x] = s.at(r, split ? x : 0);
+  };
+  fill(sa, d.m, a_scales);
+  fill(sb, d.n, b_scales);
+  fp8_block_gemm({a.as<const uint8_t>(), a.dtype, b.as<const uint8_t>(), b.dtype, d.m, d.n, d.k,
+                  slice, a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta},
+                 rest);
+}
+
 }  // namespace
 
 void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n) {
@@ -312,7 +372,10 @@ void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n)
 }
 
 size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o) {
-  return fused_layout(d, o).total();
+  // The block micro-kernel's too, where the grids allow it (whether it runs is decided per call).
+  const int64_t slice = block_slice(d, o);
+  const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
+  return std::max(fused_layout(d, o).total(), block);
 }
 
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& o,
@@ -330,9 +393,19 @@ Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOpt
 bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o,
                     GemmDims d) {
   const Fp8FusedKind kind = fp8_gemm_fused_kind(a, b, o, d);
-  if (kind == Fp8FusedKind::none) return false;
   const OperandScales sa = scales_of(o.a_scale_inv, o.a_grid, d.m, d.k);
   const OperandScales sb = scales_of(o.b_scale_inv, o.b_grid, d.n, d.k);
+  if (kind == Fp8FusedKind::none) {
+    // Out of the widening ways' range (e.g. a block's scale_inv of 1 / FLT_MAX where its amax
+    // was tiny) but finite: the block micro-kernel widens the codes unscaled and applies the
+    // scales in fp32 per slice, as the per-slice path does, only faster.
+    const int64_t slice = block_slice(d, o);
+    if (d.k == 0 || slice == 0 || !fp8_block_gemm_available() || !finite_scales(sa) ||
+        !finite_scales(sb))
+      return false;
+    run_block_gemm(a, b, c, o, d, sa, sb, slice);
+    return true;
+  }
 
   const FusedLayout l = fused_layout(d, o);
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
@@ -351,7 +424,13 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     return true;
   }
   if (kind == Fp8FusedKind::scaled_f32) {
-    // Scales per K slice that are not powers of two: f32 operands, one f32 GEMM.
+    // Scales per K slice that are not powers of two: on AVX512_BF16 the block micro-kernel,
+    // else f32 operands and one f32 GEMM.
+    const int64_t slice = block_slice(d, o);
+    if (slice != 0 && fp8_block_gemm_available()) {
+      run_block_gemm(a, b, c, o, d, sa, sb, slice);
+      return true;
+    }
     auto* a32 = reinterpret_cast<float*>(base);
     auto* b32 = reinterpret_cast<float*>(base + l.a_bytes);
     widen(loops, a8, a.dtype, d.m, d.k, sa, true, a32);

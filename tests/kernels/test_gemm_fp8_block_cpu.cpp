@@ -1,0 +1,180 @@
+// tests/kernels/test_gemm_fp8_block_cpu.cpp: the AVX512_BF16 micro-kernel for FP8 GEMMs with
+// f32 scales per K slice (kernels/cpu/gemm_fp8_block_cpu.cpp) against float64, on ragged
+// shapes, both formats, both C dtypes and beta; and its result the same bits on 1 and 2
+// threads. The fused path's way through it is in tests/fp8/test_scaled_gemm.cpp.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/convert.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "testing.h"
+
+namespace octet {
+namespace {
+
+using kernels::cpu::Fp8BlockGemm;
+
+// A finite code of `fp8`, subnormals and zeros included (never NaN; E5M2: never Inf).
+uint8_t random_code(DType fp8, testing::Rng& rng) {
+  for (;;) {
+    const auto code = static_cast<uint8_t>(rng() & 0xFF);
+    if (std::isfinite(fp8_to_f32(code, fp8))) return code;
+  }
+}
+
+struct Case {
+  int64_t m, n, k, slice;
+  DType a_dtype, b_dtype, c_dtype;
+  float alpha, beta;
+  bool tiny_scales = false;  // every third scale_inv of A 1 / FLT_MAX (subnormal)
+  std::string describe() const {
+    return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " slice " +
+           std::to_string(slice) + " " + dtype_name(a_dtype) + "x" + dtype_name(b_dtype) + " C " +
+           dtype_name(c_dtype) + " alpha " + std::to_string(alpha) + " beta " +
+           std::to_string(beta) + (tiny_scales ? " tiny scales" : "");
+  }
+};
+
+struct Operands {
+  std::vector<uint8_t> a, b;
+  std::vector<float> sa, sb;
+  std::vector<float> c0;  // C's initial values (bf16 values where C is bf16)
+};
+
+void tiny_scale_inv(float& s) {
+  s = 1.0f / std::numeric_limits<float>::max();
+}
+
+Operands random_operands(const Case& t, testing::Rng& rng) {
+  const int64_t slices = (t.k + t.slice - 1) / t.slice;
+  Operands o{std::vector<uint8_t>(t.m * t.k), std::vector<uint8_t>(t.n * t.k),
+             std::vector<float>(t.m * slices), std::vector<float>(t.n * slices),
+             std::vector<float>(t.m * t.n)};
+  for (auto& x : o.a) x = random_code(t.a_dtype, rng);
+  for (auto& x : o.b) x = random_code(t.b_dtype, rng);
+  // Scales with full 24-bit significands over 2^-12 .. 2^12, as block scaling makes them.
+  std::uniform_real_distribution<float> exponent(-12.0f, 12.0f), value(-4.0f, 4.0f);
+  for (auto& s : o.sa) s = std::exp2(exponent(rng));
+  for (size_t i = 0; t.tiny_scales && i < o.sa.size(); i += 3) tiny_scale_inv(o.sa[i]);
+  for (auto& s : o.sb) s = std::exp2(exponent(rng));
+  for (auto& c : o.c0)
+    c = t.c_dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(value(rng))) : value(rng);
+  return o;
+}
+
+// Runs the kernel on `threads` threads; C as f32 values.
+std::vector<float> run_block(const Case& t, const Operands& o, int threads) {
+  std::vector<float> c32 = o.c0;
+  std::vector<uint16_t> c16(c32.size());
+  for (size_t i = 0; i < c16.size(); ++i) c16[i] = f32_to_bf16(o.c0[i]);
+  const bool bf16 = t.c_dtype == DType::bf16;
+  std::vector<char> workspace(kernels::cpu::fp8_block_gemm_workspace_bytes(t.m, t.n, t.k, t.slice));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  kernels::cpu::fp8_block_gemm(
+      {o.a.data(), t.a_dtype, o.b.data(), t.b_dtype, t.m, t.n, t.k, t.slice, o.sa.data(),
+       o.sb.data(), bf16 ? static_cast<void*>(c16.data()) : c32.data(), t.c_dtype, t.alpha, t.beta},
+      workspace.data());
+  omp_set_num_threads(saved);
+  if (bf16) {
+    for (size_t i = 0; i < c16.size(); ++i) c32[i] = bf16_to_f32(c16[i]);
+  }
+  return c32;
+}
+
+// The float64 value and error bound of every element. Each float64 term sa sb a b carries
+// 24 + 24 + 4 + 4 bits (exact) and the float64 sum errs by ~K 2^-53 of sum |term|: exact
+// next to the bound.
+//
+// Bound (u = 2^-24, gamma_n = n u / (1 - n u)), for slices of at most L columns, S of them:
+// - a_ik b_jk of two FP8 values is exact in fp32 (<= 4 x 4 significant bits) and every
+//   partial sum is a multiple of the smallest product unit (2^-18 for E4M3 x E4M3, 2^-25 with
+//   E5M2): zero or normal, so vdpbf16ps's flush of denormal inputs and outputs never acts.
+// - vdpbf16ps rounds (RNE) at most twice per K pair, so each product in a slice's fp32 sum
+//   p_s sees at most L roundings: |p_s - P_s| <= gamma_L sum_{k in s} |a b|.
+// - sa_is * sb_js rounds once; main += p_s * (sa sb) is one fma, and a slice's term sees
+//   the fma of its own and of every later slice: at most S roundings.
+// - alpha * main (1) and fma(beta, C0, .) (1, counted as 2 for beta C0 and the sum).
+// Total gamma_{L+S+4} of |alpha| sum_k |sa sb a b| + |beta C0| (the same as the per-slice
+// reference path's bound in tests/fp8/test_scaled_gemm.cpp); a bf16 C rounds once more, by
+// at most 2^-8 of its magnitude (round to nearest even, 8 significant bits).
+// Underflow (a scale_inv of 1 / FLT_MAX, as a tile whose amax is tiny gets, is subnormal):
+// each multiplication and fma may add an absolute error of at most 2^-150 (half of f32's
+// smallest subnormal; additions of subnormals are exact): sa * sb's, times |p_s| <=
+// (1 + gamma_L) sum_{k in s} |a b|, and the S fmas, all times |alpha| and at most (1 + gamma)
+// of later roundings, plus alpha * main and the last fma: at most
+// 2^-150 (2 |alpha| (sum_k |a b| + S) + 2), as (1 + gamma)^2 < 2. A bf16 C may add 2^-134
+// (half of bf16's smallest subnormal).
+void expect_within_bound(const Case& t, const Operands& o, const std::vector<float>& got) {
+  const int64_t slices = (t.k + t.slice - 1) / t.slice;
+  const int64_t l = std::min(t.slice, t.k);
+  const double u = 0x1p-24, n_u = static_cast<double>(l + slices + 4) * u;
+  const double gamma = n_u / (1.0 - n_u);
+  double worst = 0.0;
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0.0, sum_abs = 0.0, codes_abs = 0.0;
+      for (int64_t k = 0; k < t.k; ++k) {
+        const double codes = double{fp8_to_f32(o.a[i * t.k + k], t.a_dtype)} *
+                             fp8_to_f32(o.b[j * t.k + k], t.b_dtype);
+        const double term =
+            double{o.sa[i * slices + k / t.slice]} * o.sb[j * slices + k / t.slice] * codes;
+        sum += term;
+        sum_abs += std::abs(term);
+        codes_abs += std::abs(codes);
+      }
+      const double c0 = t.beta == 0.0f ? 0.0 : double{t.beta} * o.c0[i * t.n + j];
+      const double value = double{t.alpha} * sum + c0;
+      double bound =
+          gamma * (std::abs(double{t.alpha}) * sum_abs + std::abs(c0)) +
+          0x1p-150 *
+              (2.0 * std::abs(double{t.alpha}) * (codes_abs + static_cast<double>(slices)) + 2.0);
+      if (t.c_dtype == DType::bf16) bound += 0x1p-8 * (std::abs(value) + bound) + 0x1p-134;
+      const double err = std::abs(got[i * t.n + j] - value);
+      ASSERT_LE(err, bound) << t.describe() << " at (" << i << ", " << j << "): got "
+                            << got[i * t.n + j] << ", exact " << value;
+      if (bound > 0.0) worst = std::max(worst, err / bound);
+    }
+  }
+  std::printf("%s: worst error %.3g of the bound\n", t.describe().c_str(), worst);
+}
+
+// M not a multiple of the 8-row tile, N not of the 32-column panel, K not of the slice (and
+// odd: the last K pair is padded), one element, and the block recipe's own 128 slices.
+TEST(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTwoThreads) {
+  if (!kernels::cpu::fp8_block_gemm_available())
+    GTEST_SKIP() << "this CPU has no AVX512_BF16 (or OCTET_CPU_ISA caps it below AVX-512)";
+  testing::Rng rng(testing::fresh_seed());
+  const Case cases[] = {
+      {37, 53, 144, 128, DType::e4m3, DType::e4m3, DType::f32, 1.0f, 0.0f},
+      {13, 70, 250, 128, DType::e4m3, DType::e5m2, DType::bf16, -0.5f, 0.25f},
+      {1, 1, 16, 128, DType::e5m2, DType::e4m3, DType::f32, 1.5f, 1.0f},
+      {7, 33, 131, 128, DType::e4m3, DType::e4m3, DType::bf16, 1.0f, 1.0f},
+      {64, 96, 300, 32, DType::e5m2, DType::e4m3, DType::f32, -0.5f, 0.25f},
+      {130, 67, 272, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 1.0f},
+      {96, 160, 384, 128, DType::e4m3, DType::e4m3, DType::bf16, 1.0f, 0.0f},
+      {45, 70, 300, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.0f, true},
+      {45, 70, 300, 128, DType::e4m3, DType::e4m3, DType::bf16, -0.5f, 0.0f, true},
+  };
+  for (const Case& t : cases) {
+    const Operands o = random_operands(t, rng);
+    const std::vector<float> one = run_block(t, o, 1);
+    const std::vector<float> two = run_block(t, o, 2);
+    ASSERT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+        << t.describe() << ": 1 and 2 threads differ";
+    expect_within_bound(t, o, one);
+  }
+}
+
+}  // namespace
+}  // namespace octet
