@@ -270,13 +270,80 @@ OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const floa
   }
 }
 
+// The whole backward pass of one (sequence, kv head) in one task: per q head of the group,
+// its query tiles (q, dout, D_i, lse_i) loaded once into the thread's slice, then per
+// block of keys, per query tile from the block's own onwards, P and dS computed once for
+// dq, dk and dv. The sums are the two-pass kernel's in its order (dq of a tile over the
+// key blocks in increasing order; dk, dv of a block over the q heads, then the query
+// tiles), each with the same accumulate: the same bits.
+template <typename A>
+OCTET_AVX512 void fused_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                             const Layout& L, float* base, int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
+  const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
+  const int64_t b = task / Hkv, g = task % Hkv;
+  // A Work whose q, go and stat point at the query tile being used.
+  Work w(base, hd);
+  float* qs = base + floats_per_thread(0, hd);  // past the two-pass pieces
+  float *gos = qs + s_pad * hd, *dq = gos + s_pad * hd, *dk = dq + s_pad * hd;
+  float *dv = dk + s_pad * hd, *stats = dv + s_pad * hd;  // 2 T per query tile
+  std::fill(dk, dk + 2 * s_pad * hd, 0.0f);
+  for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
+    for (int64_t t = 0; t < tiles; ++t) {
+      w.q = qs + t * T * hd, w.go = gos + t * T * hd, w.stat = stats + 2 * T * t;
+      load_queries(w, dout, qkv, out, lse, L, b, h, t * T, std::min(T, S - t * T));
+    }
+    std::fill(dq, dq + s_pad * hd, 0.0f);
+    for (int64_t j0 = 0; j0 < S; j0 += T) {
+      const int64_t n = std::min(T, S - j0);
+      load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
+      load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
+      load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+      for (int64_t i0 = j0; i0 < S; i0 += T) {
+        const int64_t rows = std::min(T, S - i0);
+        w.q = qs + i0 * hd, w.go = gos + i0 * hd, w.stat = stats + 2 * i0;
+        probabilities(w, i0, j0, hd, L.scale);
+        accumulate(dq + i0 * hd, rows, w.ds, T, 1, w.k, n, hd);
+        accumulate(dk + j0 * hd, n, w.ds, 1, T, w.q, rows, hd);
+        accumulate(dv + j0 * hd, n, w.p, 1, T, w.go, rows, hd);
+      }
+    }
+    for (int64_t i = 0; i < S; ++i) {
+      A* dst = dqkv + L.q(b, i, h);
+      for (int64_t c = 0; c < hd; ++c) dst[c] = from_f32<A>(dq[i * hd + c] * L.scale);
+    }
+  }
+  for (int64_t j = 0; j < S; ++j) {
+    A* dkj = dqkv + L.k(b, j, g);
+    A* dvj = dqkv + L.v(b, j, g);
+    for (int64_t c = 0; c < hd; ++c) {
+      dkj[c] = from_f32<A>(dk[j * hd + c] * L.scale);
+      dvj[c] = from_f32<A>(dv[j * hd + c]);
+    }
+  }
+}
+
 template <typename A>
 void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
                     const Layout& L, const Slices& ws) {
   const int64_t tiles = (L.d.seq_len + T - 1) / T;
   const int64_t q_tasks = L.d.batch * L.d.n_heads * tiles;
   const int64_t kv_tasks = L.d.batch * L.d.n_kv_heads * tiles;
-#pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
+  const int team = ws.threads > 1 && L.work() > kParallelElements ? ws.threads : 1;
+  // One fused task per (sequence, kv head) computes P and dS once instead of twice; it
+  // runs where those tasks share out evenly over the team (both kernels give the same bits).
+  const int64_t fused_tasks = L.d.batch * L.d.n_kv_heads;
+  if (fused_tasks % team == 0 || fused_tasks >= 4 * team) {
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+      float* base = ws.of(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < fused_tasks; ++task)
+        fused_task(dout, qkv, out, lse, dqkv, L, base, task);
+    }
+    return;
+  }
+#pragma omp parallel num_threads(team) if (team > 1)
   {
     const Work w(ws.of(omp_get_thread_num()), L.d.head_dim);
 #pragma omp for schedule(dynamic, 1)
