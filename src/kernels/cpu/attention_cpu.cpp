@@ -33,7 +33,11 @@ int64_t floats_per_thread(int64_t seq_len, int64_t head_dim) {
                               7 * kTile * head_dim + 2 * kTile * kTile + 2 * kTile});
   const int64_t fused =
       s_pad == 0 ? 0 : floats_per_thread(0, head_dim) + 5 * s_pad * head_dim + 2 * s_pad;
-  return (std::max(n, fused) + 15) / 16 * 16;
+  // The forward task of one (sequence, kv head): the tile's pieces, then its keys
+  // transposed and values for the whole (padded) sequence.
+  const int64_t forward =
+      (4 * kTile * head_dim + kTile * s_pad + 2 * kTile + 15) / 16 * 16 + 2 * s_pad * head_dim;
+  return (std::max({n, fused, forward}) + 15) / 16 * 16;
 }
 
 Slices slices(const Tensor& workspace, int64_t seq_len, int64_t head_dim) {

@@ -113,13 +113,21 @@ struct Work {
   }
 };
 
+// Where the forward task of one (sequence, kv head) keeps its keys transposed (block j0
+// at j0 hd, [hd][T]) and its values (rows of hd) in the slice: after the tile's pieces.
+int64_t forward_keys_offset(int64_t s_pad, int64_t hd) {
+  return (4 * T * hd + T * s_pad + 2 * T + 15) / 16 * 16;
+}
+
 // One forward task: query tile t (counted from the last) of one (sequence, q head), in the
-// thread's workspace slice `base`. (The OpenMP loops live in functions without the AVX-512
-// target, and call these per task: clang outlines a parallel region without its function's
-// target features.)
+// thread's workspace slice `base`; its keys transposed and values are loaded block by block,
+// or read from `kts` and `vs` where the caller loaded them (the same values). (The OpenMP
+// loops live in functions without the AVX-512 target, and call these per task: clang
+// outlines a parallel region without its function's target features.)
 template <typename A>
 OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L, float* base,
-                               int64_t task) {
+                               int64_t task, const float* kts = nullptr,
+                               const float* vs = nullptr) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
   float *q = base, *kt = q + T * hd, *v = kt + T * hd, *acc = v + T * hd;
@@ -130,8 +138,8 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   const int64_t i0 = t * T, rows = std::min(T, S - i0);
   load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
-    load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
-    tile_scores(q, kt, hd, L.scale, scores + j0, s_pad);
+    if (kts == nullptr) load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
+    tile_scores(q, kts ? kts + j0 * hd : kt, hd, L.scale, scores + j0, s_pad);
   }
   // Row i: m = max_{j <= i} s_ij, p_ij = exp(s_ij - m) (0 for j > i), l = sum_j p_ij.
   for (int64_t r = 0; r < rows; ++r) {
@@ -155,8 +163,8 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   std::fill(acc, acc + T * hd, 0.0f);
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
     const int64_t n = std::min(T, S - j0);
-    load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
-    accumulate(acc, rows, scores + j0, s_pad, 1, v, n, hd);
+    if (vs == nullptr) load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
+    accumulate(acc, rows, scores + j0, s_pad, 1, vs ? vs + j0 * hd : v, n, hd);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float l = stat[T + r];
@@ -166,10 +174,49 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   }
 }
 
+// Every query tile of the q heads of one (sequence, kv head), the keys and values loaded
+// once: the tasks above in their order.
+template <typename A>
+OCTET_AVX512 void forward_group(const A* qkv, A* out, float* lse, const Layout& L, float* base,
+                                int64_t task) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
+  const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
+  const int64_t b = task / Hkv, g = task % Hkv;
+  float* kts = base + forward_keys_offset(s_pad, hd);
+  float* vs = kts + s_pad * hd;
+  for (int64_t j0 = 0; j0 < S; j0 += T) {
+    const int64_t n = std::min(T, S - j0);
+    load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, kts + j0 * hd);
+    load_rows(qkv + L.v(b, j0, g), L.width, n, hd, vs + j0 * hd);
+  }
+  for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
+    for (int64_t t = 0; t < tiles; ++t)
+      forward_task(qkv, out, lse, L, base, (b * L.d.n_heads + h) * tiles + t, kts, vs);
+  }
+}
+
+// Whether `tasks` equal tasks share out evenly enough over a team of `team` threads.
+bool even(int64_t tasks, int team) {
+  return tasks % team == 0 || tasks >= 4 * team;
+}
+
 template <typename A>
 void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slices& ws) {
   const int64_t tasks = L.d.batch * L.d.n_heads * ((L.d.seq_len + T - 1) / T);
-#pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
+  const int team = ws.threads > 1 && L.work() > kParallelElements ? ws.threads : 1;
+  // One task per (sequence, kv head) loads its keys and values once, where those tasks
+  // share out evenly; otherwise one per query tile (the same bits either way).
+  const int64_t groups = L.d.batch * L.d.n_kv_heads;
+  if (even(groups, team)) {
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+      float* base = ws.of(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < groups; ++task) forward_group(qkv, out, lse, L, base, task);
+    }
+    return;
+  }
+#pragma omp parallel num_threads(team) if (team > 1)
   {
     float* base = ws.of(omp_get_thread_num());
     // Longest tiles (the last query rows) first: less waiting at the end.
@@ -333,7 +380,7 @@ void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse,
   // One fused task per (sequence, kv head) computes P and dS once instead of twice; it
   // runs where those tasks share out evenly over the team (both kernels give the same bits).
   const int64_t fused_tasks = L.d.batch * L.d.n_kv_heads;
-  if (fused_tasks % team == 0 || fused_tasks >= 4 * team) {
+  if (even(fused_tasks, team)) {
 #pragma omp parallel num_threads(team) if (team > 1)
     {
       float* base = ws.of(omp_get_thread_num());
