@@ -80,6 +80,36 @@ OCTET_AVX512 __mmask16 causal(int64_t j, int64_t i) {
   return static_cast<__mmask16>((uint32_t{1} << n) - 1);
 }
 
+// Rows i0..i0+R of accumulate below, lanes c0.. (masks m): R rows at once, so that each
+// load of x feeds R independent chains of fused multiply-adds. (The loops are unrolled by
+// the pragmas so that the accumulators stay in registers.)
+template <int R>
+OCTET_AVX512 inline void accumulate_rows(float* c, int64_t i0, const float* w, int64_t wi,
+                                         int64_t wt, const float* x, int64_t n, int64_t hd,
+                                         int64_t c0, const __mmask16* m) {
+  __m512 acc[R * 4];
+#pragma GCC unroll 16
+  for (int e = 0; e < R * 4; ++e)
+    acc[e] = _mm512_maskz_loadu_ps(m[e % 4], c + (i0 + e / 4) * hd + c0 + 16 * (e % 4));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x + t * hd + c0;
+    const __m512 x0 = _mm512_maskz_loadu_ps(m[0], xt), x1 = _mm512_maskz_loadu_ps(m[1], xt + 16);
+    const __m512 x2 = _mm512_maskz_loadu_ps(m[2], xt + 32);
+    const __m512 x3 = _mm512_maskz_loadu_ps(m[3], xt + 48);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(w[(i0 + r) * wi + t * wt]);
+      acc[4 * r] = _mm512_fmadd_ps(s, x0, acc[4 * r]);
+      acc[4 * r + 1] = _mm512_fmadd_ps(s, x1, acc[4 * r + 1]);
+      acc[4 * r + 2] = _mm512_fmadd_ps(s, x2, acc[4 * r + 2]);
+      acc[4 * r + 3] = _mm512_fmadd_ps(s, x3, acc[4 * r + 3]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int e = 0; e < R * 4; ++e)
+    _mm512_mask_storeu_ps(c + (i0 + e / 4) * hd + c0 + 16 * (e % 4), m[e % 4], acc[e]);
+}
+
 // c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
 // term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
 OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
@@ -88,18 +118,9 @@ OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi,
     const int64_t lanes = std::min<int64_t>(64, hd - c0);
     __mmask16 m[4];
     for (int k = 0; k < 4; ++k) m[k] = causal(k * 16, lanes - 1);
-    for (int64_t i = 0; i < rows; ++i) {
-      float* ci = c + i * hd + c0;
-      __m512 acc[4];
-      for (int k = 0; k < 4; ++k) acc[k] = _mm512_maskz_loadu_ps(m[k], ci + 16 * k);
-      for (int64_t t = 0; t < n; ++t) {
-        const __m512 s = _mm512_set1_ps(w[i * wi + t * wt]);
-        const float* xt = x + t * hd + c0;
-        for (int k = 0; k < 4; ++k)
-          acc[k] = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m[k], xt + 16 * k), acc[k]);
-      }
-      for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(ci + 16 * k, m[k], acc[k]);
-    }
+    int64_t i = 0;
+    for (; i + 4 <= rows; i += 4) accumulate_rows<4>(c, i, w, wi, wt, x, n, hd, c0, m);
+    for (; i < rows; ++i) accumulate_rows<1>(c, i, w, wi, wt, x, n, hd, c0, m);
   }
 }
 
