@@ -263,8 +263,13 @@ class AttentionOnDevice : public ::testing::TestWithParam<Device> {};
 // The CPU kernels exist twice, chosen by the instruction set (OCTET_CPU_ISA caps it): the
 // tiled AVX-512 + SLEEF kernels (tiles of 32 query rows and 32 keys) and the scalar ones.
 // Both evaluate the same formulas in fp32 (sums in other orders, exp within 1 ulp as
-// libm's), so the same bounds hold for both. S=100 at head_dim 64 spans four tiles with a
-// partial last one.
+// libm's), so the same bounds hold for both. Where the machine has AVX512_BF16, the tiled
+// kernels take the score products q.k^T and dout.v^T of bf16 data (even head_dim) from
+// vdpbf16ps: the product of two bf16 values (8-bit significands) is exact in fp32 and each
+// is added to the fp32 sum with one rounding to nearest, so these are fp32 sums of exact
+// terms in another order, within the same (order-free) fp32 bound. Its denormal flushing
+// changes a partial sum by less than 2^-126, which inputs in [-1, 1] (no bf16 denormals)
+// leave far below that bound. S=100 at head_dim 64 spans four tiles with a partial last one.
 const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}};
 
 // Runs `body` once per CPU instruction-set level (the machine's best last), or once on CUDA.

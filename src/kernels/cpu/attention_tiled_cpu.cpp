@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/isa.h"
 
+#include "kernels/cpu/attention_dot_bf16.h"
 #include "kernels/cpu/vector_math.h"
 
 #if defined(OCTET_CPU_VECTOR_EXP)
@@ -125,14 +127,44 @@ OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi,
 }
 
 // Per-thread pieces of the workspace.
+// With bf16 score products (dot16), kt and vt hold the blocks as pack_pairs16 packs them,
+// and q16, go16 the query tile's bf16 rows.
 struct Work {
   float *q, *go, *k, *kt, *vt, *acc, *acc2, *p, *ds, *stat;
+  uint16_t *q16, *go16;
   Work(float* base, int64_t hd) {
     float* at = base;
     for (float** piece : {&q, &go, &k, &kt, &vt, &acc, &acc2}) *piece = at, at += T * hd;
     p = at, ds = at + T * T, stat = at + 2 * T * T;
+    q16 = reinterpret_cast<uint16_t*>(stat + 2 * T), go16 = q16 + T * hd;
   }
 };
+
+// A block of n keys (or values) into `kt`: transposed f32 for tile_scores, or packed in
+// pairs of bf16 columns for tile_scores16 (dot16, bf16 data only).
+template <typename A>
+OCTET_AVX512 void load_block(const A* src, int64_t stride, int64_t n, int64_t hd, float* kt,
+                             bool dot16) {
+  if constexpr (std::is_same_v<A, uint16_t>) {
+    if (dot16) return pack_pairs16(src, stride, n, hd, reinterpret_cast<uint32_t*>(kt));
+  }
+  load_transposed(src, stride, n, hd, kt);
+}
+
+// The bf16 rows of a query tile for tile_scores16 (dot16, bf16 data only).
+template <typename A>
+OCTET_AVX512 void load_rows16(const A* src, int64_t stride, int64_t rows, int64_t hd,
+                              uint16_t* dst) {
+  if constexpr (std::is_same_v<A, uint16_t>) pack_rows16(src, stride, rows, hd, dst);
+}
+
+// tile_scores of the f32 rows a or (dot16) tile_scores16 of their bf16 copy a16, against a
+// block as load_block left it.
+OCTET_AVX512 void scores(const float* a, const uint16_t* a16, const float* bt, int64_t hd,
+                         float scale, float* out, int64_t ld, bool dot16) {
+  if (dot16) return tile_scores16(a16, reinterpret_cast<const uint32_t*>(bt), hd, scale, out, ld);
+  tile_scores(a, bt, hd, scale, out, ld);
+}
 
 // Where the forward task of one (sequence, kv head) keeps its keys transposed (block j0
 // at j0 hd, [hd][T]) and its values (rows of hd) in the slice: after the tile's pieces.
@@ -147,7 +179,7 @@ int64_t forward_keys_offset(int64_t s_pad, int64_t hd) {
 // outlines a parallel region without its function's target features.)
 template <typename A>
 OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L, float* base,
-                               int64_t task, const float* kts = nullptr,
+                               int64_t task, bool dot16, const float* kts = nullptr,
                                const float* vs = nullptr) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
@@ -157,10 +189,16 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
   const int64_t b = bh / H, h = bh % H, g = h / L.group;
   const int64_t i0 = t * T, rows = std::min(T, S - i0);
-  load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
+  uint16_t* q16 = reinterpret_cast<uint16_t*>(q);  // dot16: q's bf16 rows in its place
+  if (dot16) {
+    load_rows16(qkv + L.q(b, i0, h), L.width, rows, hd, q16);
+  } else {
+    load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
+  }
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
-    if (kts == nullptr) load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
-    tile_scores(q, kts ? kts + j0 * hd : kt, hd, L.scale, scores + j0, s_pad);
+    if (kts == nullptr)
+      load_block(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt, dot16);
+    attn::scores(q, q16, kts ? kts + j0 * hd : kt, hd, L.scale, scores + j0, s_pad, dot16);
   }
   // Row i: m = max_{j <= i} s_ij, p_ij = exp(s_ij - m) (0 for j > i), l = sum_j p_ij.
   for (int64_t r = 0; r < rows; ++r) {
@@ -199,7 +237,7 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
 // once: the tasks above in their order.
 template <typename A>
 OCTET_AVX512 void forward_group(const A* qkv, A* out, float* lse, const Layout& L, float* base,
-                                int64_t task) {
+                                int64_t task, bool dot16) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
   const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
   const int64_t b = task / Hkv, g = task % Hkv;
@@ -207,13 +245,19 @@ OCTET_AVX512 void forward_group(const A* qkv, A* out, float* lse, const Layout& 
   float* vs = kts + s_pad * hd;
   for (int64_t j0 = 0; j0 < S; j0 += T) {
     const int64_t n = std::min(T, S - j0);
-    load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, kts + j0 * hd);
+    load_block(qkv + L.k(b, j0, g), L.width, n, hd, kts + j0 * hd, dot16);
     load_rows(qkv + L.v(b, j0, g), L.width, n, hd, vs + j0 * hd);
   }
   for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
     for (int64_t t = 0; t < tiles; ++t)
-      forward_task(qkv, out, lse, L, base, (b * L.d.n_heads + h) * tiles + t, kts, vs);
+      forward_task(qkv, out, lse, L, base, (b * L.d.n_heads + h) * tiles + t, dot16, kts, vs);
   }
+}
+
+// Whether the score products are tile_scores16's: bf16 data, an even head_dim, AVX512_BF16.
+template <typename A>
+bool uses_dot16(const Layout& L) {
+  return std::is_same_v<A, uint16_t> && L.d.head_dim % 2 == 0 && bf16_dot_available();
 }
 
 // Whether `tasks` equal tasks share out evenly enough over a team of `team` threads.
@@ -228,12 +272,14 @@ void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slic
   // One task per (sequence, kv head) loads its keys and values once, where those tasks
   // share out evenly; otherwise one per query tile (the same bits either way).
   const int64_t groups = L.d.batch * L.d.n_kv_heads;
+  const bool dot16 = uses_dot16<A>(L);
   if (even(groups, team)) {
 #pragma omp parallel num_threads(team) if (team > 1)
     {
       float* base = ws.of(omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t task = 0; task < groups; ++task) forward_group(qkv, out, lse, L, base, task);
+      for (int64_t task = 0; task < groups; ++task)
+        forward_group(qkv, out, lse, L, base, task, dot16);
     }
     return;
   }
@@ -242,7 +288,7 @@ void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slic
     float* base = ws.of(omp_get_thread_num());
     // Longest tiles (the last query rows) first: less waiting at the end.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) forward_task(qkv, out, lse, L, base, task);
+    for (int64_t task = 0; task < tasks; ++task) forward_task(qkv, out, lse, L, base, task, dot16);
   }
 }
 
@@ -250,9 +296,10 @@ void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slic
 // keys j0.. (w.kt, w.vt): P_ij = exp(s_ij - lse_i) and dS_ij = P_ij (dout_i . v_j - D_i),
 // both 0 where j > i, into w.p and w.ds [T][T]. Both backward passes call it with the
 // same tiles, so they see the same bits.
-OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t hd, float scale) {
-  tile_scores(w.q, w.kt, hd, scale, w.p, T);
-  tile_scores(w.go, w.vt, hd, 1.0f, w.ds, T);
+OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t hd, float scale,
+                                bool dot16) {
+  scores(w.q, w.q16, w.kt, hd, scale, w.p, T, dot16);
+  scores(w.go, w.go16, w.vt, hd, 1.0f, w.ds, T, dot16);
   for (int64_t r = 0; r < T; ++r) {
     const __m512 lse = _mm512_set1_ps(w.stat[T + r]), d = _mm512_set1_ps(w.stat[r]);
     for (int64_t j = 0; j < T; j += 16) {
@@ -270,10 +317,14 @@ OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t h
 template <typename A>
 OCTET_AVX512 void load_queries(const Work& w, const A* dout, const A* qkv, const A* out,
                                const float* lse, const Layout& L, int64_t b, int64_t h, int64_t i0,
-                               int64_t rows) {
+                               int64_t rows, bool dot16) {
   const int64_t hd = L.d.head_dim;
   load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, w.q);
   load_rows(dout + L.o(b, i0, h), L.out_width, rows, hd, w.go);
+  if (dot16) {
+    load_rows16(qkv + L.q(b, i0, h), L.width, rows, hd, w.q16);
+    load_rows16(dout + L.o(b, i0, h), L.out_width, rows, hd, w.go16);
+  }
   for (int64_t r = 0; r < T; ++r) {
     w.stat[r] = r < rows ? dot(w.go + r * hd, out + L.o(b, i0 + r, h), hd) : 0.0f;
     w.stat[T + r] = r < rows ? lse[L.stat(b, h, i0 + r)] : 0.0f;
@@ -284,20 +335,20 @@ OCTET_AVX512 void load_queries(const Work& w, const A* dout, const A* qkv, const
 // increasing order.
 template <typename A>
 OCTET_AVX512 void dq_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
-                          const Layout& L, const Work& w, int64_t task) {
+                          const Layout& L, const Work& w, int64_t task, bool dot16) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T;
   const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
   const int64_t b = bh / H, h = bh % H, g = h / L.group;
   const int64_t i0 = t * T, rows = std::min(T, S - i0);
-  load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
+  load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows, dot16);
   std::fill(w.acc, w.acc + T * hd, 0.0f);
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
     const int64_t n = std::min(T, S - j0);
     load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
-    load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-    load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
-    probabilities(w, i0, j0, hd, L.scale);
+    load_block(qkv + L.k(b, j0, g), L.width, n, hd, w.kt, dot16);
+    load_block(qkv + L.v(b, j0, g), L.width, n, hd, w.vt, dot16);
+    probabilities(w, i0, j0, hd, L.scale, dot16);
     accumulate(w.acc, rows, w.ds, T, 1, w.k, n, hd);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -310,20 +361,20 @@ OCTET_AVX512 void dq_task(const A* dout, const A* qkv, const A* out, const float
 // the query tiles from the block's own onwards.
 template <typename A>
 OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
-                           const Layout& L, const Work& w, int64_t task) {
+                           const Layout& L, const Work& w, int64_t task, bool dot16) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
   const int64_t tiles = (S + T - 1) / T;
   const int64_t t = task % tiles, b = task / tiles / Hkv, g = task / tiles % Hkv;
   const int64_t j0 = t * T, n = std::min(T, S - j0);
-  load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-  load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+  load_block(qkv + L.k(b, j0, g), L.width, n, hd, w.kt, dot16);
+  load_block(qkv + L.v(b, j0, g), L.width, n, hd, w.vt, dot16);
   std::fill(w.acc, w.acc + T * hd, 0.0f);
   std::fill(w.acc2, w.acc2 + T * hd, 0.0f);
   for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
     for (int64_t i0 = j0; i0 < S; i0 += T) {
       const int64_t rows = std::min(T, S - i0);
-      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
-      probabilities(w, i0, j0, hd, L.scale);
+      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows, dot16);
+      probabilities(w, i0, j0, hd, L.scale, dot16);
       accumulate(w.acc, n, w.ds, 1, T, w.q, rows, hd);
       accumulate(w.acc2, n, w.p, 1, T, w.go, rows, hd);
     }
@@ -346,7 +397,7 @@ OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const floa
 // tiles), each with the same accumulate: the same bits.
 template <typename A>
 OCTET_AVX512 void fused_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
-                             const Layout& L, float* base, int64_t task) {
+                             const Layout& L, float* base, int64_t task, bool dot16) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
   const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
   const int64_t b = task / Hkv, g = task % Hkv;
@@ -354,23 +405,27 @@ OCTET_AVX512 void fused_task(const A* dout, const A* qkv, const A* out, const fl
   Work w(base, hd);
   float* qs = base + floats_per_thread(0, hd);  // past the two-pass pieces
   float *gos = qs + s_pad * hd, *dq = gos + s_pad * hd, *dk = dq + s_pad * hd;
-  float *dv = dk + s_pad * hd, *stats = dv + s_pad * hd;  // 2 T per query tile
+  float *dv = dk + s_pad * hd, *stats = dv + s_pad * hd;            // 2 T per query tile
+  uint16_t* q16s = reinterpret_cast<uint16_t*>(stats + 2 * s_pad);  // dot16: bf16 q rows
+  uint16_t* go16s = q16s + s_pad * hd;                              // and dout rows
   std::fill(dk, dk + 2 * s_pad * hd, 0.0f);
   for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
     for (int64_t t = 0; t < tiles; ++t) {
       w.q = qs + t * T * hd, w.go = gos + t * T * hd, w.stat = stats + 2 * T * t;
-      load_queries(w, dout, qkv, out, lse, L, b, h, t * T, std::min(T, S - t * T));
+      w.q16 = q16s + t * T * hd, w.go16 = go16s + t * T * hd;
+      load_queries(w, dout, qkv, out, lse, L, b, h, t * T, std::min(T, S - t * T), dot16);
     }
     std::fill(dq, dq + s_pad * hd, 0.0f);
     for (int64_t j0 = 0; j0 < S; j0 += T) {
       const int64_t n = std::min(T, S - j0);
       load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
-      load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-      load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+      load_block(qkv + L.k(b, j0, g), L.width, n, hd, w.kt, dot16);
+      load_block(qkv + L.v(b, j0, g), L.width, n, hd, w.vt, dot16);
       for (int64_t i0 = j0; i0 < S; i0 += T) {
         const int64_t rows = std::min(T, S - i0);
         w.q = qs + i0 * hd, w.go = gos + i0 * hd, w.stat = stats + 2 * i0;
-        probabilities(w, i0, j0, hd, L.scale);
+        w.q16 = q16s + i0 * hd, w.go16 = go16s + i0 * hd;
+        probabilities(w, i0, j0, hd, L.scale, dot16);
         accumulate(dq + i0 * hd, rows, w.ds, T, 1, w.k, n, hd);
         accumulate(dk + j0 * hd, n, w.ds, 1, T, w.q, rows, hd);
         accumulate(dv + j0 * hd, n, w.p, 1, T, w.go, rows, hd);
@@ -401,13 +456,14 @@ void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse,
   // One fused task per (sequence, kv head) computes P and dS once instead of twice; it
   // runs where those tasks share out evenly over the team (both kernels give the same bits).
   const int64_t fused_tasks = L.d.batch * L.d.n_kv_heads;
+  const bool dot16 = uses_dot16<A>(L);
   if (even(fused_tasks, team)) {
 #pragma omp parallel num_threads(team) if (team > 1)
     {
       float* base = ws.of(omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
       for (int64_t task = 0; task < fused_tasks; ++task)
-        fused_task(dout, qkv, out, lse, dqkv, L, base, task);
+        fused_task(dout, qkv, out, lse, dqkv, L, base, task, dot16);
     }
     return;
   }
@@ -415,9 +471,11 @@ void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse,
   {
     const Work w(ws.of(omp_get_thread_num()), L.d.head_dim);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < q_tasks; ++task) dq_task(dout, qkv, out, lse, dqkv, L, w, task);
+    for (int64_t task = 0; task < q_tasks; ++task)
+      dq_task(dout, qkv, out, lse, dqkv, L, w, task, dot16);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < kv_tasks; ++task) dkv_task(dout, qkv, out, lse, dqkv, L, w, task);
+    for (int64_t task = 0; task < kv_tasks; ++task)
+      dkv_task(dout, qkv, out, lse, dqkv, L, w, task, dot16);
   }
 }
 
