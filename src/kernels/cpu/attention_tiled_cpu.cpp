@@ -1,12 +1,16 @@
 // kernels/cpu/attention_tiled_cpu.cpp: causal GQA attention on the CPU in tiles, with
-// AVX-512 and SLEEF's vector exp (1 ulp, as libm's expf). Forward: one task per (sequence,
-// q head, tile of 32 query rows); the tile's scaled scores against every key up to its
-// last row are kept in the thread's workspace (32 rows x S floats, never S x S), so the
-// softmax takes the exact row maximum as the scalar kernel does; then P v block by block.
-// Backward: P and dS recomputed for 32 x 32 tiles from q, k and the saved lse, first per
-// query tile for dq, then per block of 32 keys for dk and dv (summed over the q heads that
-// share them, then the query tiles, in increasing order), so that every element has one
-// writer and a fixed order of summation: the same bits for any thread count.
+// AVX-512 and SLEEF's vector exp (1 ulp, as libm's expf); bf16 score products from
+// AVX512_BF16 where the machine has it (attention_dot_bf16.h). Forward: per tile of 32
+// query rows, the tile's scaled scores against every key up to its last row are kept in
+// the thread's workspace (32 rows x S floats, never S x S), so the softmax takes the exact
+// row maximum as the scalar kernel does; then P v block by block. One task per (sequence,
+// kv head), its keys and values loaded once, where those tasks share out evenly over the
+// team, otherwise one per (sequence, q head, tile). Backward: P and dS recomputed for
+// 32 x 32 tiles from q, k and the saved lse; one fused task per (sequence, kv head) (P and
+// dS once for dq, dk and dv) where those share out evenly, otherwise two passes (per query
+// tile for dq, then per block of 32 keys for dk and dv). Either way dq sums the key blocks
+// in increasing order and dk, dv the q heads that share them, then the query tiles, in
+// increasing order, with one writer per element: the same bits for any thread count.
 #include "kernels/cpu/attention_cpu.h"
 
 #include <omp.h>
@@ -14,10 +18,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/isa.h"
 
+#include "kernels/cpu/attention_dot_bf16.h"
+#include "kernels/cpu/attention_tile_ops.h"
 #include "kernels/cpu/vector_math.h"
 
 #if defined(OCTET_CPU_VECTOR_EXP)
@@ -29,97 +36,64 @@ namespace octet::kernels::cpu::attn {
 #if defined(OCTET_TILED_ATTENTION)
 namespace {
 
-constexpr int64_t T = kTile;  // rows and keys per tile (two vectors of 16 lanes)
-static_assert(T == 32, "the score kernels hold a tile row in two vectors");
-
-// rows x hd values of A (row stride `stride`) as f32 rows of hd floats; rows up to T zero.
-template <typename A>
-OCTET_AVX512 void load_rows(const A* src, int64_t stride, int64_t rows, int64_t hd, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < hd; ++c) dst[r * hd + c] = to_f32(src[r * stride + c]);
-  }
-  std::fill(dst + rows * hd, dst + T * hd, 0.0f);
-}
-
-// The same rows transposed: dst[c * T + r], zero for r >= rows.
-template <typename A>
-OCTET_AVX512 void load_transposed(const A* src, int64_t stride, int64_t rows, int64_t hd,
-                                  float* dst) {
-  std::fill(dst, dst + hd * T, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < hd; ++c) dst[c * T + r] = to_f32(src[r * stride + c]);
-  }
-}
-
-// out[r][j] = (sum_c a[r][c] bt[c][j]) * scale for r, j < T, c in increasing order (one
-// fused multiply-add per term): a [T][hd] rows, bt [hd][T] (a block transposed).
-OCTET_AVX512 void tile_scores(const float* a, const float* bt, int64_t hd, float scale, float* out,
-                              int64_t ld) {
-  const __m512 s = _mm512_set1_ps(scale);
-  for (int64_t r = 0; r < T; r += 4) {
-    __m512 acc[4][2];
-    for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < hd; ++c) {
-      const __m512 b0 = _mm512_loadu_ps(bt + c * T), b1 = _mm512_loadu_ps(bt + c * T + 16);
-      for (int64_t k = 0; k < 4; ++k) {
-        const __m512 x = _mm512_set1_ps(a[(r + k) * hd + c]);
-        acc[k][0] = _mm512_fmadd_ps(x, b0, acc[k][0]);
-        acc[k][1] = _mm512_fmadd_ps(x, b1, acc[k][1]);
-      }
-    }
-    for (int64_t k = 0; k < 4; ++k) {
-      _mm512_storeu_ps(out + (r + k) * ld, _mm512_mul_ps(acc[k][0], s));
-      _mm512_storeu_ps(out + (r + k) * ld + 16, _mm512_mul_ps(acc[k][1], s));
-    }
-  }
-}
-
-// The lanes of 16 keys from j that row i may see (j <= i): a mask.
-OCTET_AVX512 __mmask16 causal(int64_t j, int64_t i) {
-  const int64_t n = std::clamp<int64_t>(i - j + 1, 0, 16);
-  return static_cast<__mmask16>((uint32_t{1} << n) - 1);
-}
-
-// c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
-// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
-OCTET_AVX512 void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
-                             const float* x, int64_t n, int64_t hd) {
-  for (int64_t c0 = 0; c0 < hd; c0 += 64) {
-    const int64_t lanes = std::min<int64_t>(64, hd - c0);
-    __mmask16 m[4];
-    for (int k = 0; k < 4; ++k) m[k] = causal(k * 16, lanes - 1);
-    for (int64_t i = 0; i < rows; ++i) {
-      float* ci = c + i * hd + c0;
-      __m512 acc[4];
-      for (int k = 0; k < 4; ++k) acc[k] = _mm512_maskz_loadu_ps(m[k], ci + 16 * k);
-      for (int64_t t = 0; t < n; ++t) {
-        const __m512 s = _mm512_set1_ps(w[i * wi + t * wt]);
-        const float* xt = x + t * hd + c0;
-        for (int k = 0; k < 4; ++k)
-          acc[k] = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m[k], xt + 16 * k), acc[k]);
-      }
-      for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(ci + 16 * k, m[k], acc[k]);
-    }
-  }
-}
+using tile::accumulate, tile::causal, tile::load_rows, tile::load_transposed, tile::T,
+    tile::tile_scores;
 
 // Per-thread pieces of the workspace.
+// With bf16 score products (dot16), kt and vt hold the blocks as pack_pairs16 packs them,
+// and q16, go16 the query tile's bf16 rows.
 struct Work {
   float *q, *go, *k, *kt, *vt, *acc, *acc2, *p, *ds, *stat;
+  uint16_t *q16, *go16;
   Work(float* base, int64_t hd) {
     float* at = base;
     for (float** piece : {&q, &go, &k, &kt, &vt, &acc, &acc2}) *piece = at, at += T * hd;
     p = at, ds = at + T * T, stat = at + 2 * T * T;
+    q16 = reinterpret_cast<uint16_t*>(stat + 2 * T), go16 = q16 + T * hd;
   }
 };
 
+// A block of n keys (or values) into `kt`: transposed f32 for tile_scores, or packed in
+// pairs of bf16 columns for tile_scores16 (dot16, bf16 data only).
+template <typename A>
+OCTET_AVX512 void load_block(const A* src, int64_t stride, int64_t n, int64_t hd, float* kt,
+                             bool dot16) {
+  if constexpr (std::is_same_v<A, uint16_t>) {
+    if (dot16) return pack_pairs16(src, stride, n, hd, reinterpret_cast<uint32_t*>(kt));
+  }
+  load_transposed(src, stride, n, hd, kt);
+}
+
+// The bf16 rows of a query tile for tile_scores16 (dot16, bf16 data only).
+template <typename A>
+OCTET_AVX512 void load_rows16(const A* src, int64_t stride, int64_t rows, int64_t hd,
+                              uint16_t* dst) {
+  if constexpr (std::is_same_v<A, uint16_t>) pack_rows16(src, stride, rows, hd, dst);
+}
+
+// tile_scores of the f32 rows a or (dot16) tile_scores16 of their bf16 copy a16, against a
+// block as load_block left it.
+OCTET_AVX512 void scores(const float* a, const uint16_t* a16, const float* bt, int64_t hd,
+                         float scale, float* out, int64_t ld, bool dot16) {
+  if (dot16) return tile_scores16(a16, reinterpret_cast<const uint32_t*>(bt), hd, scale, out, ld);
+  tile_scores(a, bt, hd, scale, out, ld);
+}
+
+// Where the forward task of one (sequence, kv head) keeps its keys transposed (block j0
+// at j0 hd, [hd][T]) and its values (rows of hd) in the slice: after the tile's pieces.
+int64_t forward_keys_offset(int64_t s_pad, int64_t hd) {
+  return (4 * T * hd + T * s_pad + 2 * T + 15) / 16 * 16;
+}
+
 // One forward task: query tile t (counted from the last) of one (sequence, q head), in the
-// thread's workspace slice `base`. (The OpenMP loops live in functions without the AVX-512
-// target, and call these per task: clang outlines a parallel region without its function's
-// target features.)
+// thread's workspace slice `base`; its keys transposed and values are loaded block by block,
+// or read from `kts` and `vs` where the caller loaded them (the same values). (The OpenMP
+// loops live in functions without the AVX-512 target, and call these per task: clang
+// outlines a parallel region without its function's target features.)
 template <typename A>
 OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L, float* base,
-                               int64_t task) {
+                               int64_t task, bool dot16, const float* kts = nullptr,
+                               const float* vs = nullptr) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
   float *q = base, *kt = q + T * hd, *v = kt + T * hd, *acc = v + T * hd;
@@ -128,10 +102,16 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
   const int64_t b = bh / H, h = bh % H, g = h / L.group;
   const int64_t i0 = t * T, rows = std::min(T, S - i0);
-  load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
+  uint16_t* q16 = reinterpret_cast<uint16_t*>(q);  // dot16: q's bf16 rows in its place
+  if (dot16) {
+    load_rows16(qkv + L.q(b, i0, h), L.width, rows, hd, q16);
+  } else {
+    load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, q);
+  }
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
-    load_transposed(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt);
-    tile_scores(q, kt, hd, L.scale, scores + j0, s_pad);
+    if (kts == nullptr)
+      load_block(qkv + L.k(b, j0, g), L.width, std::min(T, S - j0), hd, kt, dot16);
+    attn::scores(q, q16, kts ? kts + j0 * hd : kt, hd, L.scale, scores + j0, s_pad, dot16);
   }
   // Row i: m = max_{j <= i} s_ij, p_ij = exp(s_ij - m) (0 for j > i), l = sum_j p_ij.
   for (int64_t r = 0; r < rows; ++r) {
@@ -155,8 +135,8 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   std::fill(acc, acc + T * hd, 0.0f);
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
     const int64_t n = std::min(T, S - j0);
-    load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
-    accumulate(acc, rows, scores + j0, s_pad, 1, v, n, hd);
+    if (vs == nullptr) load_rows(qkv + L.v(b, j0, g), L.width, n, hd, v);
+    accumulate(acc, rows, scores + j0, s_pad, 1, vs ? vs + j0 * hd : v, n, hd);
   }
   for (int64_t r = 0; r < rows; ++r) {
     const float l = stat[T + r];
@@ -166,15 +146,62 @@ OCTET_AVX512 void forward_task(const A* qkv, A* out, float* lse, const Layout& L
   }
 }
 
+// Every query tile of the q heads of one (sequence, kv head), the keys and values loaded
+// once: the tasks above in their order.
+template <typename A>
+OCTET_AVX512 void forward_group(const A* qkv, A* out, float* lse, const Layout& L, float* base,
+                                int64_t task, bool dot16) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
+  const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
+  const int64_t b = task / Hkv, g = task % Hkv;
+  float* kts = base + forward_keys_offset(s_pad, hd);
+  float* vs = kts + s_pad * hd;
+  for (int64_t j0 = 0; j0 < S; j0 += T) {
+    const int64_t n = std::min(T, S - j0);
+    load_block(qkv + L.k(b, j0, g), L.width, n, hd, kts + j0 * hd, dot16);
+    load_rows(qkv + L.v(b, j0, g), L.width, n, hd, vs + j0 * hd);
+  }
+  for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
+    for (int64_t t = 0; t < tiles; ++t)
+      forward_task(qkv, out, lse, L, base, (b * L.d.n_heads + h) * tiles + t, dot16, kts, vs);
+  }
+}
+
+// Whether the score products are tile_scores16's: bf16 data, an even head_dim, AVX512_BF16.
+template <typename A>
+bool uses_dot16(const Layout& L) {
+  return std::is_same_v<A, uint16_t> && L.d.head_dim % 2 == 0 && bf16_dot_available();
+}
+
+// Whether `tasks` equal tasks share out evenly enough over a team of `team` threads.
+bool even(int64_t tasks, int team) {
+  return tasks % team == 0 || tasks >= 4 * team;
+}
+
 template <typename A>
 void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slices& ws) {
   const int64_t tasks = L.d.batch * L.d.n_heads * ((L.d.seq_len + T - 1) / T);
-#pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
+  const int team = ws.threads > 1 && L.work() > kParallelElements ? ws.threads : 1;
+  // One task per (sequence, kv head) loads its keys and values once, where those tasks
+  // share out evenly; otherwise one per query tile (the same bits either way).
+  const int64_t groups = L.d.batch * L.d.n_kv_heads;
+  const bool dot16 = uses_dot16<A>(L);
+  if (even(groups, team)) {
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+      float* base = ws.of(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < groups; ++task)
+        forward_group(qkv, out, lse, L, base, task, dot16);
+    }
+    return;
+  }
+#pragma omp parallel num_threads(team) if (team > 1)
   {
     float* base = ws.of(omp_get_thread_num());
     // Longest tiles (the last query rows) first: less waiting at the end.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) forward_task(qkv, out, lse, L, base, task);
+    for (int64_t task = 0; task < tasks; ++task) forward_task(qkv, out, lse, L, base, task, dot16);
   }
 }
 
@@ -182,9 +209,10 @@ void forward_tiles(const A* qkv, A* out, float* lse, const Layout& L, const Slic
 // keys j0.. (w.kt, w.vt): P_ij = exp(s_ij - lse_i) and dS_ij = P_ij (dout_i . v_j - D_i),
 // both 0 where j > i, into w.p and w.ds [T][T]. Both backward passes call it with the
 // same tiles, so they see the same bits.
-OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t hd, float scale) {
-  tile_scores(w.q, w.kt, hd, scale, w.p, T);
-  tile_scores(w.go, w.vt, hd, 1.0f, w.ds, T);
+OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t hd, float scale,
+                                bool dot16) {
+  scores(w.q, w.q16, w.kt, hd, scale, w.p, T, dot16);
+  scores(w.go, w.go16, w.vt, hd, 1.0f, w.ds, T, dot16);
   for (int64_t r = 0; r < T; ++r) {
     const __m512 lse = _mm512_set1_ps(w.stat[T + r]), d = _mm512_set1_ps(w.stat[r]);
     for (int64_t j = 0; j < T; j += 16) {
@@ -202,10 +230,14 @@ OCTET_AVX512 void probabilities(const Work& w, int64_t i0, int64_t j0, int64_t h
 template <typename A>
 OCTET_AVX512 void load_queries(const Work& w, const A* dout, const A* qkv, const A* out,
                                const float* lse, const Layout& L, int64_t b, int64_t h, int64_t i0,
-                               int64_t rows) {
+                               int64_t rows, bool dot16) {
   const int64_t hd = L.d.head_dim;
   load_rows(qkv + L.q(b, i0, h), L.width, rows, hd, w.q);
   load_rows(dout + L.o(b, i0, h), L.out_width, rows, hd, w.go);
+  if (dot16) {
+    load_rows16(qkv + L.q(b, i0, h), L.width, rows, hd, w.q16);
+    load_rows16(dout + L.o(b, i0, h), L.out_width, rows, hd, w.go16);
+  }
   for (int64_t r = 0; r < T; ++r) {
     w.stat[r] = r < rows ? dot(w.go + r * hd, out + L.o(b, i0 + r, h), hd) : 0.0f;
     w.stat[T + r] = r < rows ? lse[L.stat(b, h, i0 + r)] : 0.0f;
@@ -216,20 +248,20 @@ OCTET_AVX512 void load_queries(const Work& w, const A* dout, const A* qkv, const
 // increasing order.
 template <typename A>
 OCTET_AVX512 void dq_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
-                          const Layout& L, const Work& w, int64_t task) {
+                          const Layout& L, const Work& w, int64_t task, bool dot16) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, H = L.d.n_heads;
   const int64_t tiles = (S + T - 1) / T;
   const int64_t t = tiles - 1 - task % tiles, bh = task / tiles;
   const int64_t b = bh / H, h = bh % H, g = h / L.group;
   const int64_t i0 = t * T, rows = std::min(T, S - i0);
-  load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
+  load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows, dot16);
   std::fill(w.acc, w.acc + T * hd, 0.0f);
   for (int64_t j0 = 0; j0 <= i0; j0 += T) {
     const int64_t n = std::min(T, S - j0);
     load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
-    load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-    load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
-    probabilities(w, i0, j0, hd, L.scale);
+    load_block(qkv + L.k(b, j0, g), L.width, n, hd, w.kt, dot16);
+    load_block(qkv + L.v(b, j0, g), L.width, n, hd, w.vt, dot16);
+    probabilities(w, i0, j0, hd, L.scale, dot16);
     accumulate(w.acc, rows, w.ds, T, 1, w.k, n, hd);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -242,20 +274,20 @@ OCTET_AVX512 void dq_task(const A* dout, const A* qkv, const A* out, const float
 // the query tiles from the block's own onwards.
 template <typename A>
 OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
-                           const Layout& L, const Work& w, int64_t task) {
+                           const Layout& L, const Work& w, int64_t task, bool dot16) {
   const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
   const int64_t tiles = (S + T - 1) / T;
   const int64_t t = task % tiles, b = task / tiles / Hkv, g = task / tiles % Hkv;
   const int64_t j0 = t * T, n = std::min(T, S - j0);
-  load_transposed(qkv + L.k(b, j0, g), L.width, n, hd, w.kt);
-  load_transposed(qkv + L.v(b, j0, g), L.width, n, hd, w.vt);
+  load_block(qkv + L.k(b, j0, g), L.width, n, hd, w.kt, dot16);
+  load_block(qkv + L.v(b, j0, g), L.width, n, hd, w.vt, dot16);
   std::fill(w.acc, w.acc + T * hd, 0.0f);
   std::fill(w.acc2, w.acc2 + T * hd, 0.0f);
   for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
     for (int64_t i0 = j0; i0 < S; i0 += T) {
       const int64_t rows = std::min(T, S - i0);
-      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows);
-      probabilities(w, i0, j0, hd, L.scale);
+      load_queries(w, dout, qkv, out, lse, L, b, h, i0, rows, dot16);
+      probabilities(w, i0, j0, hd, L.scale, dot16);
       accumulate(w.acc, n, w.ds, 1, T, w.q, rows, hd);
       accumulate(w.acc2, n, w.p, 1, T, w.go, rows, hd);
     }
@@ -270,19 +302,93 @@ OCTET_AVX512 void dkv_task(const A* dout, const A* qkv, const A* out, const floa
   }
 }
 
+// The whole backward pass of one (sequence, kv head) in one task: per q head of the group,
+// its query tiles (q, dout, D_i, lse_i) loaded once into the thread's slice, then per
+// block of keys, per query tile from the block's own onwards, P and dS computed once for
+// dq, dk and dv. The sums are the two-pass kernel's in its order (dq of a tile over the
+// key blocks in increasing order; dk, dv of a block over the q heads, then the query
+// tiles), each with the same accumulate: the same bits.
+template <typename A>
+OCTET_AVX512 void fused_task(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
+                             const Layout& L, float* base, int64_t task, bool dot16) {
+  const int64_t S = L.d.seq_len, hd = L.d.head_dim, Hkv = L.d.n_kv_heads;
+  const int64_t tiles = (S + T - 1) / T, s_pad = tiles * T;
+  const int64_t b = task / Hkv, g = task % Hkv;
+  // A Work whose q, go and stat point at the query tile being used.
+  Work w(base, hd);
+  float* qs = base + floats_per_thread(0, hd);  // past the two-pass pieces
+  float *gos = qs + s_pad * hd, *dq = gos + s_pad * hd, *dk = dq + s_pad * hd;
+  float *dv = dk + s_pad * hd, *stats = dv + s_pad * hd;            // 2 T per query tile
+  uint16_t* q16s = reinterpret_cast<uint16_t*>(stats + 2 * s_pad);  // dot16: bf16 q rows
+  uint16_t* go16s = q16s + s_pad * hd;                              // and dout rows
+  std::fill(dk, dk + 2 * s_pad * hd, 0.0f);
+  for (int64_t h = g * L.group; h < (g + 1) * L.group; ++h) {
+    for (int64_t t = 0; t < tiles; ++t) {
+      w.q = qs + t * T * hd, w.go = gos + t * T * hd, w.stat = stats + 2 * T * t;
+      w.q16 = q16s + t * T * hd, w.go16 = go16s + t * T * hd;
+      load_queries(w, dout, qkv, out, lse, L, b, h, t * T, std::min(T, S - t * T), dot16);
+    }
+    std::fill(dq, dq + s_pad * hd, 0.0f);
+    for (int64_t j0 = 0; j0 < S; j0 += T) {
+      const int64_t n = std::min(T, S - j0);
+      load_rows(qkv + L.k(b, j0, g), L.width, n, hd, w.k);
+      load_block(qkv + L.k(b, j0, g), L.width, n, hd, w.kt, dot16);
+      load_block(qkv + L.v(b, j0, g), L.width, n, hd, w.vt, dot16);
+      for (int64_t i0 = j0; i0 < S; i0 += T) {
+        const int64_t rows = std::min(T, S - i0);
+        w.q = qs + i0 * hd, w.go = gos + i0 * hd, w.stat = stats + 2 * i0;
+        w.q16 = q16s + i0 * hd, w.go16 = go16s + i0 * hd;
+        probabilities(w, i0, j0, hd, L.scale, dot16);
+        accumulate(dq + i0 * hd, rows, w.ds, T, 1, w.k, n, hd);
+        accumulate(dk + j0 * hd, n, w.ds, 1, T, w.q, rows, hd);
+        accumulate(dv + j0 * hd, n, w.p, 1, T, w.go, rows, hd);
+      }
+    }
+    for (int64_t i = 0; i < S; ++i) {
+      A* dst = dqkv + L.q(b, i, h);
+      for (int64_t c = 0; c < hd; ++c) dst[c] = from_f32<A>(dq[i * hd + c] * L.scale);
+    }
+  }
+  for (int64_t j = 0; j < S; ++j) {
+    A* dkj = dqkv + L.k(b, j, g);
+    A* dvj = dqkv + L.v(b, j, g);
+    for (int64_t c = 0; c < hd; ++c) {
+      dkj[c] = from_f32<A>(dk[j * hd + c] * L.scale);
+      dvj[c] = from_f32<A>(dv[j * hd + c]);
+    }
+  }
+}
+
 template <typename A>
 void backward_tiles(const A* dout, const A* qkv, const A* out, const float* lse, A* dqkv,
                     const Layout& L, const Slices& ws) {
   const int64_t tiles = (L.d.seq_len + T - 1) / T;
   const int64_t q_tasks = L.d.batch * L.d.n_heads * tiles;
   const int64_t kv_tasks = L.d.batch * L.d.n_kv_heads * tiles;
-#pragma omp parallel num_threads(ws.threads) if (ws.threads > 1 && L.work() > kParallelElements)
+  const int team = ws.threads > 1 && L.work() > kParallelElements ? ws.threads : 1;
+  // One fused task per (sequence, kv head) computes P and dS once instead of twice; it
+  // runs where those tasks share out evenly over the team (both kernels give the same bits).
+  const int64_t fused_tasks = L.d.batch * L.d.n_kv_heads;
+  const bool dot16 = uses_dot16<A>(L);
+  if (even(fused_tasks, team)) {
+#pragma omp parallel num_threads(team) if (team > 1)
+    {
+      float* base = ws.of(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < fused_tasks; ++task)
+        fused_task(dout, qkv, out, lse, dqkv, L, base, task, dot16);
+    }
+    return;
+  }
+#pragma omp parallel num_threads(team) if (team > 1)
   {
     const Work w(ws.of(omp_get_thread_num()), L.d.head_dim);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < q_tasks; ++task) dq_task(dout, qkv, out, lse, dqkv, L, w, task);
+    for (int64_t task = 0; task < q_tasks; ++task)
+      dq_task(dout, qkv, out, lse, dqkv, L, w, task, dot16);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < kv_tasks; ++task) dkv_task(dout, qkv, out, lse, dqkv, L, w, task);
+    for (int64_t task = 0; task < kv_tasks; ++task)
+      dkv_task(dout, qkv, out, lse, dqkv, L, w, task, dot16);
   }
 }
 

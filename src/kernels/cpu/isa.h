@@ -1,7 +1,7 @@
 // kernels/cpu/isa.h: which vector instruction set the CPU kernels' variants may use:
 // what the machine has, capped by OCTET_CPU_ISA (for tests and for comparing
 // variants, like oneDNN's ONEDNN_MAX_CPU_ISA).
-// defines: cpu::Isa, cpu::usable_isa
+// defines: cpu::Isa, cpu::usable_isa, cpu::hardware_has_avx512_bf16
 #pragma once
 
 #include <algorithm>
@@ -32,6 +32,16 @@ inline Isa hardware_isa() {
   if (avx2) return Isa::avx2;
 #endif
   return Isa::baseline;
+}
+
+// Whether the machine has AVX512_BF16 (vdpbf16ps) besides the avx512 level.
+inline bool hardware_has_avx512_bf16() {
+#if defined(__x86_64__) && defined(__GNUC__) && !(defined(__clang__) && __clang_major__ < 16)
+  __builtin_cpu_init();
+  return hardware_isa() == Isa::avx512 && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
 }
 
 // The level a kernel of `op` may use now. OCTET_CPU_ISA is read on each call (cheap

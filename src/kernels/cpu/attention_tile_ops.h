@@ -1,0 +1,115 @@
+// kernels/cpu/attention_tile_ops.h: the fp32 tile primitives of the tiled CPU attention
+// (attention_tiled_cpu.cpp): loading rows of a tile as f32 (or transposed), the 32 x 32
+// score product with AVX-512 fused multiply-adds, the causal lane mask and the weighted
+// accumulation of rows. Internal to kernels/cpu; only where OCTET_CPU_VECTOR_EXP.
+// defines: cpu::attn::tile::load_rows, load_transposed, tile_scores, causal, accumulate
+#pragma once
+
+#include "kernels/cpu/vector_math.h"
+
+#if defined(OCTET_CPU_VECTOR_EXP)
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/attention_cpu.h"
+
+namespace octet::kernels::cpu::attn::tile {
+
+constexpr int64_t T = kTile;  // rows and keys per tile (two vectors of 16 lanes)
+static_assert(T == 32, "the score kernels hold a tile row in two vectors");
+
+// rows x hd values of A (row stride `stride`) as f32 rows of hd floats; rows up to T zero.
+template <typename A>
+OCTET_AVX512 void load_rows(const A* src, int64_t stride, int64_t rows, int64_t hd, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < hd; ++c) dst[r * hd + c] = to_f32(src[r * stride + c]);
+  }
+  std::fill(dst + rows * hd, dst + T * hd, 0.0f);
+}
+
+// The same rows transposed: dst[c * T + r], zero for r >= rows.
+template <typename A>
+OCTET_AVX512 void load_transposed(const A* src, int64_t stride, int64_t rows, int64_t hd,
+                                  float* dst) {
+  std::fill(dst, dst + hd * T, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < hd; ++c) dst[c * T + r] = to_f32(src[r * stride + c]);
+  }
+}
+
+// out[r][j] = (sum_c a[r][c] bt[c][j]) * scale for r, j < T, c in increasing order (one
+// fused multiply-add per term): a [T][hd] rows, bt [hd][T] (a block transposed).
+OCTET_AVX512 inline void tile_scores(const float* a, const float* bt, int64_t hd, float scale,
+                                     float* out, int64_t ld) {
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < T; r += 4) {
+    __m512 acc[4][2];
+    for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < hd; ++c) {
+      const __m512 b0 = _mm512_loadu_ps(bt + c * T), b1 = _mm512_loadu_ps(bt + c * T + 16);
+      for (int64_t k = 0; k < 4; ++k) {
+        const __m512 x = _mm512_set1_ps(a[(r + k) * hd + c]);
+        acc[k][0] = _mm512_fmadd_ps(x, b0, acc[k][0]);
+        acc[k][1] = _mm512_fmadd_ps(x, b1, acc[k][1]);
+      }
+    }
+    for (int64_t k = 0; k < 4; ++k) {
+      _mm512_storeu_ps(out + (r + k) * ld, _mm512_mul_ps(acc[k][0], s));
+      _mm512_storeu_ps(out + (r + k) * ld + 16, _mm512_mul_ps(acc[k][1], s));
+    }
+  }
+}
+
+// The lanes of 16 keys from j that row i may see (j <= i): a mask.
+OCTET_AVX512 inline __mmask16 causal(int64_t j, int64_t i) {
+  const int64_t n = std::clamp<int64_t>(i - j + 1, 0, 16);
+  return static_cast<__mmask16>((uint32_t{1} << n) - 1);
+}
+
+// Rows i0..i0+R of accumulate below, lanes c0.. (masks m): R rows at once, so that each
+// load of x feeds R independent chains of fused multiply-adds. (The loops are unrolled by
+// the pragmas so that the accumulators stay in registers.)
+template <int R>
+OCTET_AVX512 inline void accumulate_rows(float* c, int64_t i0, const float* w, int64_t wi,
+                                         int64_t wt, const float* x, int64_t n, int64_t hd,
+                                         int64_t c0, const __mmask16* m) {
+  __m512 acc[R * 4];
+#pragma GCC unroll 16
+  for (int e = 0; e < R * 4; ++e)
+    acc[e] = _mm512_maskz_loadu_ps(m[e % 4], c + (i0 + e / 4) * hd + c0 + 16 * (e % 4));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x + t * hd + c0;
+    const __m512 x0 = _mm512_maskz_loadu_ps(m[0], xt), x1 = _mm512_maskz_loadu_ps(m[1], xt + 16);
+    const __m512 x2 = _mm512_maskz_loadu_ps(m[2], xt + 32);
+    const __m512 x3 = _mm512_maskz_loadu_ps(m[3], xt + 48);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_set1_ps(w[(i0 + r) * wi + t * wt]);
+      acc[4 * r] = _mm512_fmadd_ps(s, x0, acc[4 * r]);
+      acc[4 * r + 1] = _mm512_fmadd_ps(s, x1, acc[4 * r + 1]);
+      acc[4 * r + 2] = _mm512_fmadd_ps(s, x2, acc[4 * r + 2]);
+      acc[4 * r + 3] = _mm512_fmadd_ps(s, x3, acc[4 * r + 3]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int e = 0; e < R * 4; ++e)
+    _mm512_mask_storeu_ps(c + (i0 + e / 4) * hd + c0 + 16 * (e % 4), m[e % 4], acc[e]);
+}
+
+// c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
+// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
+OCTET_AVX512 inline void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
+                                    const float* x, int64_t n, int64_t hd) {
+  for (int64_t c0 = 0; c0 < hd; c0 += 64) {
+    const int64_t lanes = std::min<int64_t>(64, hd - c0);
+    __mmask16 m[4];
+    for (int k = 0; k < 4; ++k) m[k] = causal(k * 16, lanes - 1);
+    int64_t i = 0;
+    for (; i + 4 <= rows; i += 4) accumulate_rows<4>(c, i, w, wi, wt, x, n, hd, c0, m);
+    for (; i < rows; ++i) accumulate_rows<1>(c, i, w, wi, wt, x, n, hd, c0, m);
+  }
+}
+
+}  // namespace octet::kernels::cpu::attn::tile
+#endif
