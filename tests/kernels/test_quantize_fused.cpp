@@ -108,13 +108,14 @@ TEST(QuantizeFusedCpu, EveryOutputMatchesTheTwoPassKernelsByteForByte) {
           const bool counts = t % 2 == 0;
           Outputs fused = make_outputs(rows, cols, g.grid, fp8, counts);
           Outputs two = make_outputs(rows, cols, g.grid, fp8, counts);
-          // Grids of one row by N columns whose blocks fit a tile take the fused pass, the
-          // others only where the grid is one block over both x and xᵀ.
+          // Every grid of one row by N columns takes the fused pass here (the others only
+          // where the grid is one block over both x and xᵀ).
           const bool taken = kernels::cpu::quantize_fused(xt, fused.out, o);
-          // Blocks must lie within a 64 x 64 tile both ways.
-          const int64_t bc = std::min(g.grid.block_cols == 0 ? cols : g.grid.block_cols, cols);
-          const int64_t bh = std::min(g.grid.block_cols == 0 ? rows : g.grid.block_cols, rows);
-          const bool per_row = g.grid.block_rows == 1 && 64 % bc == 0 && 64 % bh == 0;
+          // E8M0 blocks must lie within a 64 x 64 tile both ways (no room for amax bits).
+          const int64_t bc = std::min(g.grid.block_cols, cols),
+                        bh = std::min(g.grid.block_cols, rows);
+          const bool per_row =
+              g.grid.block_rows == 1 && (!g.grid.e8m0 || (64 % bc == 0 && 64 % bh == 0));
           const bool one_block =
               (g.grid.block_rows == 0 || g.grid.block_rows >= std::max(rows, cols)) &&
               (g.grid.block_cols == 0 || g.grid.block_cols >= std::max(rows, cols));
@@ -135,8 +136,7 @@ TEST(QuantizeFusedCpu, EveryOutputMatchesTheTwoPassKernelsByteForByte) {
 }
 
 // The cases the fused pass leaves to the two-pass kernels: no transposed copy, NxN blocks,
-// blocks that span tiles (per row, 1x128; measured slower fused) and one block over x but
-// not over xᵀ.
+// E8M0 blocks wider than a tile (no room for amax bits) and one block over x but not over xᵀ.
 TEST(QuantizeFusedCpu, DeclinesWhatItDoesNotCover) {
   const int64_t rows = 256, cols = 256;
   std::vector<float> x(static_cast<size_t>(rows * cols), 1.0f);
@@ -147,8 +147,7 @@ TEST(QuantizeFusedCpu, DeclinesWhatItDoesNotCover) {
   a.out.data_t = Tensor();
   a.out.scale_inv_t = Tensor();
   EXPECT_FALSE(kernels::cpu::quantize_fused(xt, a.out, o));
-  for (ScaleGrid grid :
-       {testing::kBlockGrid, testing::kRowGrid, testing::kTileGrid, ScaleGrid{1, 128, true}}) {
+  for (ScaleGrid grid : {testing::kBlockGrid, ScaleGrid{1, 128, true}}) {
     o.grid = grid;
     Outputs b = make_outputs(rows, cols, grid, DType::e4m3, true);
     EXPECT_FALSE(kernels::cpu::quantize_fused(xt, b.out, o));

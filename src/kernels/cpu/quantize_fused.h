@@ -9,8 +9,8 @@
 namespace octet::kernels::cpu {
 
 // Quantizes x into out.data and out.data_t (both wanted) in one parallel region: per-tensor
-// grids, and grids of one row by N columns (MX, 1x32, 1x64) whose blocks fit a 64 x 64 tile
-// both ways. Returns false, having written nothing, for any other case.
+// grids, and grids of one row by N columns (row, 1xN, MX) whose blocks fit a 64 x 64 tile or
+// whose scales are f32. Returns false, having written nothing, for any other case.
 bool quantize_fused(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions& o);
 
 // The two-pass path (kernels/cpu/quantize_cpu.cpp) for every case, the reference the fused

@@ -1,19 +1,14 @@
 // kernels/cpu/quantize_fused_cpu.cpp: FP8 quantization of x and its transposed copy in one
 // tiled pass over x, in one OpenMP region.
 
-// The two-pass path (kernels/cpu/quantize_cpu.cpp) encodes data and then transposes it
-// (per tensor), or quantizes the transposed copy by its own passes over x (MX), each in a
-// parallel region of its own. Here every kTile x kTile tile of x is encoded from L1: once
-// under one scale (per tensor: data and data_t are the same codes, the tile is stored and
-// its transpose), twice under MX-like grids whose blocks lie within a tile both ways (with
-// the row-wise scales into data, with the column-wise ones into a tile transposed into
-// data_t), the block amaxes taken from the tile itself. Same scales, multipliers and
-// encoders as the two-pass path: the same bits.
-//
-// Grids whose blocks span tiles (per row, 1x128) stay on the two-pass path: a fused
-// version (a first pass for their amaxes, then both encodes per tile) measured 0-30%
-// slower on a 2-core AVX-512 machine, since the encodes, not the passes over memory,
-// are the cost (docs/perf/cpu-step.md).
+// The two-pass path (kernels/cpu/quantize_cpu.cpp) reads x once for data and twice more for
+// the transposed copy (column amaxes, then encode), or encodes data and then transposes it,
+// each in a parallel region of its own. Here every kTile x kTile tile of x is encoded twice
+// from L1, with its row-wise scales into data and with its column-wise scales into a tile that
+// is transposed into data_t. Block amaxes that a tile holds whole (MX, 1x32, 1x64) are taken
+// from the tile itself; others (per tensor, per row, 1x128) come from a first pass over x
+// into the scale_inv outputs (as amax bits, f32 scales only), turned into 1/scale at the end.
+// Same scales, same multipliers, same encoders as the two-pass path: the same bits.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
@@ -22,6 +17,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "kernels/cpu/isa.h"
@@ -37,6 +33,7 @@ constexpr int64_t kParallelElements = int64_t{1} << 16;
 enum class Source : uint8_t {
   uniform,  // one scale for the whole tensor
   local,    // block amaxes from the tile (blocks lie within one tile); writes scale_inv
+  amax,     // block amax bits from the first pass, in scale_inv (f32 scales)
 };
 
 // One kTile x kTile tile of x: rows [r0, r0 + th), columns [c0, c0 + tw).
@@ -55,12 +52,55 @@ struct Tile {
   void* scale_inv_t;
 };
 
-// The f32 per-tensor multiplier (block_scale's f32 branch, without the store).
+[[gnu::always_inline]] inline void atomic_max(uint32_t* p, uint32_t v) {
+  std::atomic_ref<uint32_t> a(*p);
+  uint32_t seen = a.load(std::memory_order_relaxed);
+  while (v > seen && !a.compare_exchange_weak(seen, v, std::memory_order_relaxed)) {
+  }
+}
+
+// The f32 multiplier of a block whose amax bits the first pass left in its scale_inv slot
+// (block_scale's f32 branch, without the store).
 [[gnu::always_inline]] inline float scale_of_amax(const Job& j, uint32_t bits) {
   return scale_from_amax(amax_value(bits), j.fp8_max, 0, j.pow2);
 }
 
-// The tile encoded into data (row-wise scales, counted) and into data_t
+// First pass: the tile's row-wise and column-wise block amaxes, max-ed into the scale_inv
+// outputs (zeroed before), and the tile's amax.
+struct AmaxTile {
+  static constexpr bool kFormat = false, kCount = false;
+  template <class In, bool, bool>
+  [[gnu::always_inline]] static uint32_t run(const Job&, const Tile& t) {
+    const In* x = static_cast<const In*>(t.x);
+    auto* row_amax = static_cast<uint32_t*>(t.scale_inv);
+    auto* col_amax = static_cast<uint32_t*>(t.scale_inv_t);
+    uint32_t tile_max = 0;
+    for (int64_t rb = 0; rb < t.th;) {
+      // Rows [rb, re) of the tile share one column-wise block.
+      const int64_t band = (t.r0 + rb) / t.bh;
+      const int64_t re = std::min(t.th, (band + 1) * t.bh - t.r0);
+      alignas(64) uint32_t col_max[kTile] = {};
+      for (int64_t r = rb; r < re; ++r) {
+        const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0;
+        for (int64_t c = 0; c < t.tw; ++c) col_max[c] = std::max(col_max[c], mag_bits(row[c]));
+        for (int64_t c = t.c0; c < t.c0 + t.tw;) {
+          const int64_t b = c / t.bc, ce = std::min(t.c0 + t.tw, (b + 1) * t.bc);
+          const uint32_t m = amax_loop(row + (c - t.c0), ce - c);
+          tile_max = std::max(tile_max, m);
+          atomic_max(row_amax + (t.r0 + r) * t.scale_cols + b, m);
+          c = ce;
+        }
+      }
+      for (int64_t c = 0; c < t.tw; ++c) {
+        atomic_max(col_amax + (t.c0 + c) * t.scale_cols_t + band, col_max[c]);
+      }
+      rb = re;
+    }
+    return tile_max;
+  }
+};
+
+// Second pass: the tile encoded into data (row-wise scales, counted) and into data_t
 // (column-wise scales). Returns the tile's amax under Source::local (else 0).
 struct EncodeTile {
   static constexpr bool kFormat = true, kCount = true;
@@ -78,6 +118,11 @@ struct EncodeTile {
       float* mult = col_mult[k];
       if (t.source == Source::uniform) {
         for (int64_t c = 0; c < t.tw; ++c) mult[c] = t.scale;
+      } else if (t.source == Source::amax) {
+        const auto* col_amax = static_cast<const uint32_t*>(t.scale_inv_t);
+        for (int64_t c = 0; c < t.tw; ++c) {
+          mult[c] = scale_of_amax(j, col_amax[(t.c0 + c) * t.scale_cols_t + band]);
+        }
       } else {
         alignas(64) uint32_t col_max[kTile] = {};
         for (int64_t r = rb; r < re; ++r) {
@@ -92,30 +137,36 @@ struct EncodeTile {
     }
     alignas(64) uint8_t tile[kTile * kTile];
     if (t.th < kTile || t.tw < kTile) std::memset(tile, 0, sizeof(tile));  // no stray bytes
-    if (t.source == Source::uniform) {
-      // One scale both ways: the codes of data_t are data's, transposed; encode once.
-      for (int64_t r = 0; r < t.th; ++r) {
-        const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0;
-        encode_loop<In, kE4M3, kCount>(row, tile + r * kTile, t.tw, t.scale, j.saturate, *st);
-        std::memcpy(t.data + (t.r0 + r) * t.cols + t.c0, tile + r * kTile,
-                    static_cast<size_t>(t.tw));
-      }
-    }
-    for (int64_t r = 0; r < t.th && t.source != Source::uniform; ++r) {
+    for (int64_t r = 0; r < t.th; ++r) {
       const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0;
       uint8_t* __restrict out = t.data + (t.r0 + r) * t.cols + t.c0;
-      // Row-wise: the tile's blocks of this row, their multipliers one per element.
-      alignas(64) float mult[kTile];
-      for (int64_t c = t.c0; c < t.c0 + t.tw;) {
-        const int64_t b = c / t.bc, ce = std::min(t.c0 + t.tw, (b + 1) * t.bc);
-        const uint32_t m = amax_loop(row + (c - t.c0), ce - c);
-        tile_max = std::max(tile_max, m);
-        const float s = block_scale(j, m, t.scale_inv, (t.r0 + r) * t.scale_cols + b);
-        for (int64_t i = c; i < ce; ++i) mult[i - t.c0] = s;
-        c = ce;
+      // Row-wise: one multiplier for the tile's row, or one per element (several blocks).
+      const int64_t b0 = t.c0 / t.bc, b1 = (t.c0 + t.tw - 1) / t.bc;
+      if (t.source == Source::uniform) {
+        encode_loop<In, kE4M3, kCount>(row, out, t.tw, t.scale, j.saturate, *st);
+      } else if (b0 == b1 && t.source == Source::amax) {
+        const auto* row_amax = static_cast<const uint32_t*>(t.scale_inv);
+        const float s = scale_of_amax(j, row_amax[(t.r0 + r) * t.scale_cols + b0]);
+        encode_loop<In, kE4M3, kCount>(row, out, t.tw, s, j.saturate, *st);
+      } else {
+        alignas(64) float mult[kTile];
+        for (int64_t c = t.c0; c < t.c0 + t.tw;) {
+          const int64_t b = c / t.bc, ce = std::min(t.c0 + t.tw, (b + 1) * t.bc);
+          const int64_t index = (t.r0 + r) * t.scale_cols + b;
+          float s;
+          if (t.source == Source::amax) {
+            s = scale_of_amax(j, static_cast<const uint32_t*>(t.scale_inv)[index]);
+          } else {
+            const uint32_t m = amax_loop(row + (c - t.c0), ce - c);
+            tile_max = std::max(tile_max, m);
+            s = block_scale(j, m, t.scale_inv, index);
+          }
+          for (int64_t i = c; i < ce; ++i) mult[i - t.c0] = s;
+          c = ce;
+        }
+        encode_loop<In, kE4M3, kCount>(row, out, t.tw, static_cast<const float*>(mult), j.saturate,
+                                       *st);
       }
-      encode_loop<In, kE4M3, kCount>(row, out, t.tw, static_cast<const float*>(mult), j.saturate,
-                                     *st);
       // Column-wise, into the tile.
       const float* __restrict cm = col_mult[band_of[r]];
       uint8_t* __restrict codes = tile + r * kTile;
@@ -142,17 +193,22 @@ struct AmaxSpan {
 
 struct Kernels {
   uint32_t (*amax_span)(const Job&, const void*, int64_t);
+  uint32_t (*amax_tile)(const Job&, const Tile&);
   uint32_t (*encode_tile)(const Job&, const Tile&, Stats*);
 };
 
-#define OCTET_QUANTIZE_FUSED_VARIANT(name, attributes)                                   \
-  attributes uint32_t fused_amax_span_##name(const Job& j, const void* x, int64_t n) {   \
-    return dispatch<AmaxSpan>(j, x, n);                                                  \
-  }                                                                                      \
-  attributes uint32_t fused_encode_tile_##name(const Job& j, const Tile& t, Stats* st) { \
-    return dispatch<EncodeTile>(j, t, st);                                               \
-  }                                                                                      \
-  constexpr Kernels kFusedKernels_##name = {fused_amax_span_##name, fused_encode_tile_##name};
+#define OCTET_QUANTIZE_FUSED_VARIANT(name, attributes)                                      \
+  attributes uint32_t fused_amax_span_##name(const Job& j, const void* x, int64_t n) {      \
+    return dispatch<AmaxSpan>(j, x, n);                                                     \
+  }                                                                                         \
+  attributes uint32_t fused_amax_tile_##name(const Job& j, const Tile& t) {                 \
+    return dispatch<AmaxTile>(j, t);                                                        \
+  }                                                                                         \
+  attributes uint32_t fused_encode_tile_##name(const Job& j, const Tile& t, Stats* st) {    \
+    return dispatch<EncodeTile>(j, t, st);                                                  \
+  }                                                                                         \
+  constexpr Kernels kFusedKernels_##name = {fused_amax_span_##name, fused_amax_tile_##name, \
+                                            fused_encode_tile_##name};
 
 OCTET_QUANTIZE_FUSED_VARIANT(baseline, )
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -203,8 +259,8 @@ bool quantize_fused(const Tensor& x, const QuantizeOutputs& out, const QuantizeO
     base.bc = block_size(grid.block_cols, cols);
     base.bh = block_size(grid.block_cols, rows);
     const bool local = kTile % base.bc == 0 && kTile % base.bh == 0;
-    if (!local) return false;  // blocks span tiles: the two-pass path (see the top)
-    base.source = Source::local;
+    if (!local && grid.e8m0) return false;  // no room for amax bits in E8M0 scales
+    base.source = local ? Source::local : Source::amax;
   }
   base.scale_cols = (cols + base.bc - 1) / base.bc;
   base.scale_cols_t = (rows + base.bh - 1) / base.bh;
@@ -221,6 +277,7 @@ bool quantize_fused(const Tensor& x, const QuantizeOutputs& out, const QuantizeO
   const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
   const int64_t tiles = row_tiles * col_tiles;
   const size_t in_size = dtype_size(x.dtype);
+  const int64_t n_scales = base.scale_cols * rows, n_scales_t = base.scale_cols_t * cols;
   auto tile_at = [&](int64_t i) {
     Tile t = base;
     t.r0 = i / col_tiles * kTile;
@@ -234,7 +291,7 @@ bool quantize_fused(const Tensor& x, const QuantizeOutputs& out, const QuantizeO
   uint64_t saturated = 0, flushed = 0;
 #pragma omp parallel if (rows * cols > kParallelElements)
   {
-    // Per tensor: the amax first.
+    // First pass: the amaxes that no tile holds whole.
     if (base.source == Source::uniform && (!given || !out.amax.empty())) {
 #pragma omp for schedule(static) reduction(max : amax_bits)
       for (int64_t b = 0; b < row_tiles; ++b) {
@@ -243,6 +300,15 @@ bool quantize_fused(const Tensor& x, const QuantizeOutputs& out, const QuantizeO
             static_cast<const char*>(x.data) + r0 * cols * static_cast<int64_t>(in_size);
         amax_bits = std::max(amax_bits, k.amax_span(j, p, th * cols));
       }
+    } else if (base.source == Source::amax) {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n_scales + n_scales_t; ++i) {
+        (i < n_scales ? static_cast<uint32_t*>(base.scale_inv)[i]
+                      : static_cast<uint32_t*>(base.scale_inv_t)[i - n_scales]) = 0;
+      }
+#pragma omp for schedule(static) reduction(max : amax_bits)
+      for (int64_t i = 0; i < tiles; ++i)
+        amax_bits = std::max(amax_bits, k.amax_tile(j, tile_at(i)));
     }
     // The per-tensor scale (every thread computes the same one; one stores it).
     float s = 1.0f;
@@ -263,6 +329,17 @@ bool quantize_fused(const Tensor& x, const QuantizeOutputs& out, const QuantizeO
       amax_bits = std::max(amax_bits, k.encode_tile(j, t, &st));
       saturated += st.saturated;
       flushed += st.flushed;
+    }
+    // Amax bits become 1/scale.
+    if (base.source == Source::amax) {
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n_scales + n_scales_t; ++i) {
+        float* p = i < n_scales ? static_cast<float*>(base.scale_inv) + i
+                                : static_cast<float*>(base.scale_inv_t) + (i - n_scales);
+        uint32_t bits;
+        std::memcpy(&bits, p, sizeof(bits));
+        *p = 1.0f / scale_of_amax(j, bits);
+      }
     }
   }
   if (!out.amax.empty()) out.amax.as<float>()[0] = amax_value(amax_bits);
