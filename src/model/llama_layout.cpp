@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/convert.h"
+#include "kernels/rope.h"
 #include "model/llama.h"
 #include "model/llama_parts.h"
 
@@ -81,7 +82,12 @@ Llama::Activations::Activations(const LlamaConfig& c, int64_t batch, int64_t seq
   const size_t ws = kernels::attention_workspace_bytes(seq, c.head_dim());
   a.add("attention workspace", DType::u8, {static_cast<int64_t>(ws)}, &attn_workspace);
   a.add("loss_sum", DType::f32, {1}, &loss_sum);
+  // The CPU's RoPE angles, once (CUDA computes them in its kernel).
+  if (device.is_cpu()) a.add("rope table", dt, {seq, c.head_dim()}, &rope_table);
   a.allocate();
+  if (device.is_cpu()) {
+    kernels::rope_table(rope_table, c.head_dim(), seq, static_cast<float>(c.rope_theta));
+  }
 }
 
 Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
