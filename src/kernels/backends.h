@@ -31,6 +31,9 @@ size_t attention_workspace_bytes(int64_t seq_len, int64_t head_dim, int threads)
 void rope_table(const Tensor& table, int64_t head_dim, int64_t seq_len, float theta);
 void rope(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t seq_len,
           const Tensor& table, bool backward);
+// adamw_step that also writes the updated parameters rounded to bf16 into `working`.
+void adamw_step_to_bf16(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                        const AdamWStep& step, const Tensor& grad_sum_sq, const Tensor& working);
 }  // namespace cpu
 namespace cuda {
 #include "kernels/backend_ops.inc"

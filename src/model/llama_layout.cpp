@@ -335,6 +335,23 @@ void Llama::master_to_working(const float* m, int64_t first, int64_t end) {
   convert(b, end, b - gap);
 }
 
+// The runs master_to_working() converts: around the parameters that have no working copy.
+std::array<Llama::MasterRun, 3> Llama::master_runs() const {
+  const int64_t b = master_begin_, e = master_end_;
+  const int64_t gap = master_only_end_ - master_only_begin_;
+  const int64_t mid_begin = std::clamp(master_only_begin_, b, e);
+  const int64_t mid_end = std::clamp(master_only_end_, b, e);
+  auto run = [&](int64_t first, int64_t end, int64_t to) {
+    MasterRun r{first, end, Tensor()};
+    if (to >= 0 && working_.data() && end > first) {
+      r.working = Tensor(static_cast<uint16_t*>(working_.data()) + to, working_dtype(),
+                         {end - first}, options_.device);
+    }
+    return r;
+  };
+  return {run(b, mid_begin, b), run(mid_begin, mid_end, -1), run(mid_end, e, mid_end - gap)};
+}
+
 void Llama::mark_weights_changed() {
   fp8_weights_stale_ = true;
   for (Layer& layer : layers_) {
