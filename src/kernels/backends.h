@@ -27,6 +27,13 @@ struct AttentionDims {
 namespace cpu {
 #include "kernels/backend_ops.inc"
 size_t attention_workspace_bytes(int64_t seq_len, int64_t head_dim, int threads);
+// RoPE's cos/sin table (kernels/rope.h) and the rotation that reads it: CPU only.
+void rope_table(const Tensor& table, int64_t head_dim, int64_t seq_len, float theta);
+void rope(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t seq_len,
+          const Tensor& table, bool backward);
+// adamw_step that also writes the updated parameters rounded to bf16 into `working`.
+void adamw_step_to_bf16(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                        const AdamWStep& step, const Tensor& grad_sum_sq, const Tensor& working);
 }  // namespace cpu
 namespace cuda {
 #include "kernels/backend_ops.inc"

@@ -5,11 +5,23 @@
 
 #include "core/error.h"
 #include "kernels/backends.h"
+#include "kernels/convert.h"
 
 namespace octet::kernels {
+namespace {
+
+// adamw_step on a CUDA device (the arguments are unused in a build without CUDA).
+void cuda_adamw_step(const Tensor& param, [[maybe_unused]] const Tensor& grad,
+                     [[maybe_unused]] const Tensor& m, [[maybe_unused]] const Tensor& v,
+                     [[maybe_unused]] const AdamWStep& step,
+                     [[maybe_unused]] const Tensor& grad_sum_sq) {
+  OCTET_CUDA_RETURN("adamw", param, adamw_step, param, grad, m, v, step, grad_sum_sq);
+}
+
+}  // namespace
 
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& step, const Tensor& grad_sum_sq) {
+                const AdamWStep& step, const Tensor& grad_sum_sq, const Tensor& working) {
   for (const Tensor* t : {&param, &grad, &m, &v}) {
     OCTET_CHECK(t->dtype == DType::f32 && t->numel() == param.numel() && t->device == param.device,
                 "adamw", "param, grad, m and v must be f32 with ", param.numel(), " elements on ",
@@ -25,24 +37,43 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
                 ") needs the gradients' sum of squares as f32[1] on ", device_name(param.device),
                 ", got ", grad_sum_sq.str());
   }
+  if (!working.empty()) {
+    OCTET_CHECK(working.dtype == DType::bf16 && working.numel() == param.numel() &&
+                    working.device == param.device,
+                "adamw", "the working copy must be bf16 with ", param.numel(), " elements on ",
+                device_name(param.device), ", got ", working.str());
+  }
   if (param.numel() == 0) return;
-  if (param.device.is_cpu()) return cpu::adamw_step(param, grad, m, v, step, grad_sum_sq);
-  OCTET_CUDA_RETURN("adamw", param, adamw_step, param, grad, m, v, step, grad_sum_sq);
+  if (param.device.is_cpu()) {
+    if (!working.empty())
+      return cpu::adamw_step_to_bf16(param, grad, m, v, step, grad_sum_sq, working);
+    return cpu::adamw_step(param, grad, m, v, step, grad_sum_sq);
+  }
+  cuda_adamw_step(param, grad, m, v, step, grad_sum_sq);
+  if (!working.empty()) convert(param, working);
 }
 
 void adamw_step_decayed_first(const Tensor& param, const Tensor& grad, const Tensor& m,
                               const Tensor& v, int64_t first, int64_t decayed,
-                              const AdamWStep& step, const Tensor& grad_sum_sq) {
+                              const AdamWStep& step, const Tensor& grad_sum_sq,
+                              const Tensor& working) {
   const int64_t n = param.numel(), split = std::clamp(decayed - first, int64_t{0}, n);
   const auto part = [](const Tensor& t, int64_t begin, int64_t end) {
     return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
   };
+  const auto working_part = [&](int64_t begin, int64_t end) {
+    if (working.empty()) return Tensor();
+    OCTET_CHECK(working.dtype == DType::bf16 && working.numel() == n, "adamw",
+                "the working copy must be bf16 with ", n, " elements, got ", working.str());
+    return Tensor(static_cast<uint16_t*>(working.data) + begin, DType::bf16, {end - begin},
+                  working.device);
+  };
   adamw_step(part(param, 0, split), part(grad, 0, split), part(m, 0, split), part(v, 0, split),
-             step, grad_sum_sq);
+             step, grad_sum_sq, working_part(0, split));
   AdamWStep undecayed = step;
   undecayed.weight_decay = 0.0f;
   adamw_step(part(param, split, n), part(grad, split, n), part(m, split, n), part(v, split, n),
-             undecayed, grad_sum_sq);
+             undecayed, grad_sum_sq, working_part(split, n));
 }
 
 void sum_of_squares(const Tensor& x, const Tensor& out) {

@@ -46,15 +46,21 @@ OCTET_HD float clip_factor(float sum_sq, float max_norm) {
 // param, grad, m, v: f32, same element count and device; param, m and v are updated.
 // grad_sum_sq: f32[1] on param's device, the sum of squares of all gradients
 // (sum_of_squares), read when step.max_grad_norm > 0; may be empty otherwise.
+// working: optional bf16 [n] on param's device (the parameters' bf16 working copy): also
+// gets the updated param rounded to bf16 (round to nearest even, as kernels::convert), in
+// the same pass over the parameters on the CPU (on CUDA: adamw, then kernels::convert).
+// The same bits as adamw_step without it followed by kernels::convert(param, working).
 void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& step, const Tensor& grad_sum_sq = Tensor());
+                const AdamWStep& step, const Tensor& grad_sum_sq = Tensor(),
+                const Tensor& working = Tensor());
 
 // adamw_step over parameters [first, first + n) of a model whose parameters [0, decayed) take
 // weight decay (the matrices) and the rest none (the norm weights): step.weight_decay on the
 // part below `decayed`, 0 above it. param, grad, m, v: f32 [n], contiguous.
 void adamw_step_decayed_first(const Tensor& param, const Tensor& grad, const Tensor& m,
                               const Tensor& v, int64_t first, int64_t decayed,
-                              const AdamWStep& step, const Tensor& grad_sum_sq = Tensor());
+                              const AdamWStep& step, const Tensor& grad_sum_sq = Tensor(),
+                              const Tensor& working = Tensor());
 
 // out[0] = sum of x² (f32 or bf16 x, summed in fp64 on the CPU, rounded to f32 once).
 void sum_of_squares(const Tensor& x, const Tensor& out);

@@ -1,6 +1,6 @@
 // kernels/rope.h: rotary position embedding (RoPE) applied in place to the q and k
 // heads of a packed qkv activation, in the Hugging Face LLaMA convention.
-// defines: rope_forward, rope_backward
+// defines: rope_forward, rope_backward, rope_table
 #pragma once
 
 #include <cstdint>
@@ -23,13 +23,24 @@ namespace octet::kernels {
 // bf16 activations cos and sin are rounded to bf16 first, as Hugging Face casts them
 // to the activation dtype; the rotation itself is then computed in fp32 and rounded
 // once (Hugging Face rounds each of its three bf16 operations).
+// table: optional (empty: the angles are computed in the call), see rope_table.
 void rope_forward(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                  int64_t seq_len, float theta);
+                  int64_t seq_len, float theta, const Tensor& table = {});
 
 // The gradient of rope_forward, in place on dqkv (same layout): the transposed
 // (inverse) rotation of the q and k heads' gradients, with the same cos and sin; the
 // v heads' gradients are left untouched.
 void rope_backward(const Tensor& dqkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                   int64_t seq_len, float theta);
+                   int64_t seq_len, float theta, const Tensor& table = {});
+
+// The cos and sin of every (position, pair) above, computed once (at set-up, outside the
+// step) so that the CPU rotations read them instead of taking pow, cos and sin per call.
+//   table: [seq_len, head_dim] on the CPU, in the activation dtype of the qkv it will
+//          rotate (f32 or bf16); row p gets cos(p w_i) for i < head_dim / 2, then
+//          sin(p w_i), with the same fp32 steps and rounding as above.
+// rope_forward/backward with this table (and the same head_dim, seq_len and theta) give
+// the same bits as without it. CUDA kernels compute their angles themselves: a table
+// passed with a CUDA qkv is refused.
+void rope_table(const Tensor& table, int64_t head_dim, int64_t seq_len, float theta);
 
 }  // namespace octet::kernels

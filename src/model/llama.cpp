@@ -56,7 +56,7 @@ void Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_scal
     // attention block
     kernels::rmsnorm_forward(x, layer.ln1, p.ln1, p.rstd1, eps);
     layer.qkv.forward(p.ln1, p.qkv);
-    kernels::rope_forward(p.qkv, hq, hkv, hd, s, theta);
+    kernels::rope_forward(p.qkv, hq, hkv, hd, s, theta, a.rope_table);
     kernels::attention_forward(p.qkv, p.attn, p.lse, b, s, hq, hkv, hd, a.attn_workspace);
     layer.o.forward(p.attn, p.resid_mid);
     kernels::add(x, p.resid_mid, p.resid_mid);
@@ -105,7 +105,7 @@ void Llama::backward() {
     layer.o.backward(a.d_resid, a.d_attn);
     kernels::attention_backward(a.d_attn, p.qkv, p.attn, p.lse, a.d_qkv, b, s, hq, hkv, hd,
                                 a.attn_workspace);
-    kernels::rope_backward(a.d_qkv, hq, hkv, hd, s, theta);
+    kernels::rope_backward(a.d_qkv, hq, hkv, hd, s, theta, a.rope_table);
     layer.qkv.backward(a.d_qkv, a.d_normed);
     kernels::rmsnorm_backward(a.d_normed, a.resid[l], layer.ln1, p.rstd1, a.d_branch,
                               layer.ln1_grad);

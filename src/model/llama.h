@@ -4,6 +4,7 @@
 // defines: ModelOptions, ParamInfo, BlockWeight, Llama
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -107,6 +108,18 @@ class Llama {
   // FP8 weight copies stale so the next forward re-quantizes them once. With a sharded
   // master only its shard's working weights are written.
   void sync_working_weights();
+  // The master's parameters [master_begin(), master_end()) in three consecutive runs (some
+  // empty: first == end), each with the bf16 working copy of its parameters (bf16 [end -
+  // first]) or, where they have none (fp32; under fp8 the block matrices of a whole master),
+  // an empty tensor: an optimizer that writes the working copy in its own pass over the
+  // master (kernels::adamw_step's `working`) instead of sync_working_weights() calls
+  // working_weights_written() after.
+  struct MasterRun {
+    int64_t first, end;
+    Tensor working;
+  };
+  std::array<MasterRun, 3> master_runs() const;
+  void working_weights_written() { mark_weights_changed(); }
   void zero_grads();
 
   // The forward pass of one micro-batch: inputs and targets i32 [batch, seq_len] on the

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/convert.h"
+#include "kernels/rope.h"
 #include "model/llama.h"
 #include "model/llama_parts.h"
 
@@ -81,7 +82,12 @@ Llama::Activations::Activations(const LlamaConfig& c, int64_t batch, int64_t seq
   const size_t ws = kernels::attention_workspace_bytes(seq, c.head_dim());
   a.add("attention workspace", DType::u8, {static_cast<int64_t>(ws)}, &attn_workspace);
   a.add("loss_sum", DType::f32, {1}, &loss_sum);
+  // The CPU's RoPE angles, once (CUDA computes them in its kernel).
+  if (device.is_cpu()) a.add("rope table", dt, {seq, c.head_dim()}, &rope_table);
   a.allocate();
+  if (device.is_cpu()) {
+    kernels::rope_table(rope_table, c.head_dim(), seq, static_cast<float>(c.rope_theta));
+  }
 }
 
 Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
@@ -327,6 +333,23 @@ void Llama::master_to_working(const float* m, int64_t first, int64_t end) {
   convert(first, std::min(end, master_only_begin_), first);
   const int64_t b = std::max(first, master_only_end_);
   convert(b, end, b - gap);
+}
+
+// The runs master_to_working() converts: around the parameters that have no working copy.
+std::array<Llama::MasterRun, 3> Llama::master_runs() const {
+  const int64_t b = master_begin_, e = master_end_;
+  const int64_t gap = master_only_end_ - master_only_begin_;
+  const int64_t mid_begin = std::clamp(master_only_begin_, b, e);
+  const int64_t mid_end = std::clamp(master_only_end_, b, e);
+  auto run = [&](int64_t first, int64_t end, int64_t to) {
+    MasterRun r{first, end, Tensor()};
+    if (to >= 0 && working_.data() && end > first) {
+      r.working = Tensor(static_cast<uint16_t*>(working_.data()) + to, working_dtype(),
+                         {end - first}, options_.device);
+    }
+    return r;
+  };
+  return {run(b, mid_begin, b), run(mid_begin, mid_end, -1), run(mid_end, e, mid_end - gap)};
 }
 
 void Llama::mark_weights_changed() {

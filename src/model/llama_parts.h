@@ -32,6 +32,8 @@ struct Llama::Activations {
   // output (sharing d_branch's memory, which is free then); at qkv, gate_up and h.
   Tensor d_resid, d_normed, d_branch, d_attn, d_qkv, d_gate_up, d_h;
   Tensor attn_workspace;
+  // CPU only (else empty): kernels::rope_table's cos and sin for the seq positions.
+  Tensor rope_table;
   Tensor loss_sum;  // f32[1]: what the loss-returning forward() reads back
 
   Activations(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, bool fp8, Device device);

@@ -53,8 +53,17 @@ bool Optimizer::step(int64_t step, double lr, const Tensor& grad_sum_sq, const T
   s.step = step;
   s.max_grad_norm = static_cast<float>(std::max(0.0, config_.grad_clip));
   s.weight_decay = static_cast<float>(config_.weight_decay);
-  kernels::adamw_step_decayed_first(master, grads, m, v, 0, model_.decayed_count(), s, grad_sum_sq);
-  model_.sync_working_weights();
+  // AdamW writes the bf16 working weights in its pass over the master (one pass, not two).
+  const auto part = [](const Tensor& t, int64_t begin, int64_t end) {
+    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+  };
+  for (const model::Llama::MasterRun& r : model_.master_runs()) {
+    if (r.end <= r.first) continue;
+    kernels::adamw_step_decayed_first(part(master, r.first, r.end), part(grads, r.first, r.end),
+                                      part(m, r.first, r.end), part(v, r.first, r.end), r.first,
+                                      model_.decayed_count(), s, grad_sum_sq, r.working);
+  }
+  model_.working_weights_written();
   model_.update_scaling();
   return true;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/convert.h"
 #include "kernels/optimizer.h"
 #include "layer_testing.h"
 
@@ -103,6 +104,57 @@ TEST_P(OptimizerOnDevice, ClippingReadsTheSumOfSquaresOnTheDevice) {
   testing::expect_op_error(
       [&] { kernels::adamw_step(p.tensor, p.tensor, p.tensor, p.tensor, clipped); }, "adamw",
       "sum of squares");
+}
+
+// AdamW writing the bf16 working copy in its pass gives the same bits (param, m, v and the
+// copy) as AdamW and then kernels::convert (the two passes the trainer made before), over
+// a decayed and an undecayed part with clipping on. Tolerance: none (memcmp).
+TEST_P(OptimizerOnDevice, AdamWWritingTheBf16CopyMatchesAdamWThenConvertBitForBit) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t n = (1 << 17) + 77, first = 1000, decayed = 90000;  // threads and a tail
+  const AdamWInputs in = random_state(n, rng);
+  kernels::AdamWStep s;
+  s.lr = 3e-3f;
+  s.weight_decay = 0.1f;
+  s.step = 3;
+  s.max_grad_norm = 1.0f;
+  struct State {
+    testing::DeviceTensor p, g, m, v, ss, w;
+  };
+  auto state = [&] {
+    return State{testing::upload(device, DType::f32, {n}, in.p),
+                 testing::upload(device, DType::f32, {n}, in.g),
+                 testing::upload(device, DType::f32, {n}, in.m),
+                 testing::upload(device, DType::f32, {n}, in.v),
+                 testing::upload(device, DType::f32, {1}, std::vector<double>{4.0}),
+                 testing::upload(device, DType::bf16, {n}, std::vector<double>(n, 3.0))};
+  };
+  State two = state(), one = state();
+  kernels::adamw_step_decayed_first(two.p.tensor, two.g.tensor, two.m.tensor, two.v.tensor, first,
+                                    decayed, s, two.ss.tensor);
+  kernels::convert(two.p.tensor, two.w.tensor);
+  kernels::adamw_step_decayed_first(one.p.tensor, one.g.tensor, one.m.tensor, one.v.tensor, first,
+                                    decayed, s, one.ss.tensor, one.w.tensor);
+  auto bytes = [](const Tensor& t) {
+    std::vector<uint8_t> out(t.nbytes());
+    copy_bytes(out.data(), Device::cpu(), t.data, t.device, out.size());
+    return out;
+  };
+  EXPECT_EQ(bytes(one.p.tensor), bytes(two.p.tensor)) << "param";
+  EXPECT_EQ(bytes(one.m.tensor), bytes(two.m.tensor)) << "m";
+  EXPECT_EQ(bytes(one.v.tensor), bytes(two.v.tensor)) << "v";
+  EXPECT_EQ(bytes(one.w.tensor), bytes(two.w.tensor)) << "bf16 working copy";
+  EXPECT_NE(testing::download(one.w.tensor), std::vector<double>(n, 3.0)) << "nothing written";
+  // A working copy of the wrong dtype or size is refused.
+  auto f32 = testing::upload(device, DType::f32, {n}, std::vector<double>(n));
+  testing::expect_op_error(
+      [&] {
+        kernels::adamw_step(one.p.tensor, one.g.tensor, one.m.tensor, one.v.tensor, s,
+                            one.ss.tensor, f32.tensor);
+      },
+      "adamw", "the working copy must be bf16");
 }
 
 TEST(ClipFactor, IsMaxNormOverNormAboveTheMaximumAndOneOtherwise) {

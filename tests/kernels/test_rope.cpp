@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,77 @@ TEST_P(RopeOnDevice, WideHeadsLongSequencesAndOddShapesMatchFloat64AndTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, RopeOnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
+
+// The CPU rotation reading rope_table's cos/sin gives the same bits as the one that
+// computes them in the call (which the float64 tests above check), forward and backward,
+// for every shape above, both dtypes and a batch of two sequences. Tolerance: none (memcmp).
+TEST(RopeTable, TheTableGivesTheSameBitsAsComputingTheAngles) {
+  const Device cpu = Device::cpu();
+  testing::Rng rng(testing::fresh_seed());
+  std::vector<RopeCase> cases(std::begin(kCases), std::end(kCases));
+  cases.insert(cases.end(), std::begin(kWideCases), std::end(kWideCases));
+  for (const RopeCase& rc : cases) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const auto table = testing::upload(cpu, dtype, {rc.seq_len, rc.head_dim},
+                                         std::vector<double>(rc.seq_len * rc.head_dim, 7.0));
+      kernels::rope_table(table.tensor, rc.head_dim, rc.seq_len, rc.theta);
+      // The table row p = 0: cos 0 = 1 and sin 0 = 0 for every pair.
+      const std::vector<double> row0 = testing::download(table.tensor);
+      for (int64_t i = 0; i < rc.head_dim; ++i) {
+        EXPECT_EQ(row0[i], i < rc.head_dim / 2 ? 1.0 : 0.0) << rc.name() << " pair " << i;
+      }
+      for (bool backward : {false, true}) {
+        const std::string what =
+            rc.name() + " " + dtype_name(dtype) + (backward ? " backward" : " forward");
+        const int64_t tokens = 2 * rc.seq_len;
+        std::vector<double> x = testing::uniform(tokens * rc.width(), -2, 2, rng);
+        testing::round_in_place(dtype, x);
+        const auto plain = testing::upload(cpu, dtype, {tokens, rc.width()}, x);
+        const auto tabled = testing::upload(cpu, dtype, {tokens, rc.width()}, x);
+        auto apply = [&](const Tensor& qkv, const Tensor& with) {
+          if (backward) {
+            kernels::rope_backward(qkv, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
+                                   rc.theta, with);
+          } else {
+            kernels::rope_forward(qkv, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len, rc.theta,
+                                  with);
+          }
+        };
+        apply(plain.tensor, Tensor());
+        apply(tabled.tensor, table.tensor);
+        EXPECT_EQ(std::memcmp(plain.tensor.data, tabled.tensor.data, plain.tensor.nbytes()), 0)
+            << what;
+        // And the rotation did something (the same bits are not two no-ops).
+        EXPECT_NE(testing::download(tabled.tensor), x) << what;
+      }
+    }
+  }
+}
+
+TEST(RopeTable, BadTablesAreRefused) {
+  const Device cpu = Device::cpu();
+  const auto qkv = testing::upload(cpu, DType::f32, {6, 64}, std::vector<double>(6 * 64));
+  const auto f32_table = testing::upload(cpu, DType::f32, {3, 8}, std::vector<double>(3 * 8));
+  const auto bf16_table = testing::upload(cpu, DType::bf16, {3, 8}, std::vector<double>(3 * 8));
+  const auto short_table = testing::upload(cpu, DType::f32, {2, 8}, std::vector<double>(2 * 8));
+  testing::expect_op_error(
+      [&] { kernels::rope_forward(qkv.tensor, 4, 2, 8, 3, 1e4f, bf16_table.tensor); },
+      "rope_forward", "the RoPE table must be f32 [3, 8] on the CPU");
+  testing::expect_op_error(
+      [&] { kernels::rope_backward(qkv.tensor, 4, 2, 8, 3, 1e4f, short_table.tensor); },
+      "rope_backward", "the RoPE table must be f32 [3, 8] on the CPU");
+  testing::expect_op_error([&] { kernels::rope_table(f32_table.tensor, 8, 4, 1e4f); }, "rope_table",
+                           "the RoPE table must be f32 [4, 8]");
+  testing::expect_op_error([&] { kernels::rope_table(f32_table.tensor, 7, 3, 1e4f); }, "rope_table",
+                           "head_dim=7 must be positive and even");
+  testing::expect_op_error([&] { kernels::rope_table(f32_table.tensor, 8, 3, -1.0f); },
+                           "rope_table", "theta must be finite and > 0");
+  Tensor on_cuda = qkv.tensor;
+  on_cuda.device = testing::absent_cuda_device();
+  testing::expect_op_error(
+      [&] { kernels::rope_forward(on_cuda, 4, 2, 8, 3, 1e4f, f32_table.tensor); }, "rope_forward",
+      "a RoPE table is for CPU tensors only");
+}
 
 TEST(RopeErrors, BadShapesAndAbsentDevicesAreRefused) {
   const Device cpu = Device::cpu();

@@ -1,4 +1,5 @@
-// kernels/cpu/optimizer_cpu.cpp: AdamW and the sum of squares on the CPU.
+// kernels/cpu/optimizer_cpu.cpp: AdamW (optionally writing the bf16 working copy in the same
+// pass) and the sum of squares on the CPU.
 #include <cmath>
 #include <cstdint>
 
@@ -8,8 +9,12 @@
 
 namespace octet::kernels::cpu {
 
-void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                const AdamWStep& s, const Tensor& grad_sum_sq) {
+namespace {
+
+// kBf16Copy: also writes the updated parameter rounded to bf16 into w, in the same pass.
+template <bool kBf16Copy>
+void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+           const AdamWStep& s, const Tensor& grad_sum_sq, uint16_t* w) {
   float* p = param.as<float>();
   const float* g = grad.as<const float>();
   float* mm = m.as<float>();
@@ -29,8 +34,22 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
     vv[i] = s.beta2 * vv[i] + (1.0f - s.beta2) * gi * gi;
     const float m_hat = mm[i] / bias1;
     const float v_hat = vv[i] / bias2;
-    p[i] = p[i] * decay - s.lr * m_hat / (std::sqrt(v_hat) + s.eps);
+    const float updated = p[i] * decay - s.lr * m_hat / (std::sqrt(v_hat) + s.eps);
+    p[i] = updated;
+    if constexpr (kBf16Copy) w[i] = f32_to_bf16(updated);
   }
+}
+
+}  // namespace
+
+void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                const AdamWStep& s, const Tensor& grad_sum_sq) {
+  adamw<false>(param, grad, m, v, s, grad_sum_sq, nullptr);
+}
+
+void adamw_step_to_bf16(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                        const AdamWStep& s, const Tensor& grad_sum_sq, const Tensor& working) {
+  adamw<true>(param, grad, m, v, s, grad_sum_sq, working.as<uint16_t>());
 }
 
 namespace {
