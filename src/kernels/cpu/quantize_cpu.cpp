@@ -23,6 +23,9 @@
 #include "core/error.h"
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/fp8_encode_avx512.h"
+#endif
 #include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
@@ -136,9 +139,17 @@ template <class In>
   return scale[i];
 }
 
-template <class In, bool kE4M3, bool kCount, class Scale>
+// kAvx512: the avx512 variant's hand-written encoder (kernels/cpu/fp8_encode_avx512.h),
+// the same bits and counts.
+template <class In, bool kE4M3, bool kCount, bool kAvx512, class Scale>
 [[gnu::always_inline]] inline void encode_loop(const In* __restrict x, uint8_t* __restrict out,
                                                int64_t n, Scale scale, bool saturate, Stats& st) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (kAvx512) {
+    avx512::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, st.saturated, st.flushed);
+    return;
+  }
+#endif
   if constexpr (!kCount) {
     for (int64_t i = 0; i < n; ++i) {
       out[i] = encode<kE4M3>(load(x[i]) * scale_at(scale, i), saturate);
@@ -169,7 +180,7 @@ template <class In, bool kE4M3, bool kCount, class Scale>
 
 struct AmaxSpan {
   static constexpr bool kFormat = false, kCount = false;
-  template <class In, bool, bool>
+  template <class In, bool, bool, bool>
   [[gnu::always_inline]] static uint32_t run(const Job&, const void* x, int64_t n) {
     return amax_loop(static_cast<const In*>(x), n);
   }
@@ -177,17 +188,18 @@ struct AmaxSpan {
 
 struct EncodeSpan {
   static constexpr bool kFormat = true, kCount = true;
-  template <class In, bool kE4M3, bool kCount>
+  template <class In, bool kE4M3, bool kCount, bool kAvx512>
   [[gnu::always_inline]] static void run(const Job& j, const void* x, uint8_t* out, int64_t n,
                                          float scale, Stats* st) {
-    encode_loop<In, kE4M3, kCount>(static_cast<const In*>(x), out, n, scale, j.saturate, *st);
+    encode_loop<In, kE4M3, kCount, kAvx512>(static_cast<const In*>(x), out, n, scale, j.saturate,
+                                            *st);
   }
 };
 
 // One band of h rows sharing the scale row `scale_inv` (one entry per bc columns).
 struct Band {
   static constexpr bool kFormat = true, kCount = true;
-  template <class In, bool kE4M3, bool kCount>
+  template <class In, bool kE4M3, bool kCount, bool kAvx512>
   [[gnu::always_inline]] static void run(const Job& j, const void* xv, int64_t h, int64_t cols,
                                          int64_t bc, uint8_t* out, void* scale_inv, Stats* st) {
     const In* x = static_cast<const In*>(xv);
@@ -208,8 +220,8 @@ struct Band {
           const float scale = block_scale(j, m, scale_inv, (c0 + b0) / bc);
           for (int64_t i = 0; i < w; ++i) mult[b0 + i] = scale;
         }
-        encode_loop<In, kE4M3, kCount>(x + c0, out + c0, n, static_cast<const float*>(mult),
-                                       j.saturate, *st);
+        encode_loop<In, kE4M3, kCount, kAvx512>(x + c0, out + c0, n,
+                                                static_cast<const float*>(mult), j.saturate, *st);
       }
       return;
     }
@@ -221,7 +233,7 @@ struct Band {
         const uint32_t m = amax_loop(x + c0, w);
         st->amax_bits = std::max(st->amax_bits, m);
         const float scale = block_scale(j, m, scale_inv, b);
-        encode_loop<In, kE4M3, kCount>(x + c0, out + c0, w, scale, j.saturate, *st);
+        encode_loop<In, kE4M3, kCount, kAvx512>(x + c0, out + c0, w, scale, j.saturate, *st);
       }
       return;
     }
@@ -257,8 +269,8 @@ struct Band {
       alignas(64) float mult[kRun];
       for (int64_t i = 0; i < n; ++i) mult[i] = s[(c0 + i) / bc];
       for (int64_t r = 0; r < h; ++r) {
-        encode_loop<In, kE4M3, kCount>(x + r * cols + c0, out + r * cols + c0, n,
-                                       static_cast<const float*>(mult), j.saturate, *st);
+        encode_loop<In, kE4M3, kCount, kAvx512>(x + r * cols + c0, out + r * cols + c0, n,
+                                                static_cast<const float*>(mult), j.saturate, *st);
       }
     }
     for (int64_t b = 0; b < nb; ++b) s[b] = 1.0f / s[b];
@@ -282,7 +294,7 @@ struct Band {
 constexpr int64_t kMaxBands = 8;
 struct Transposed {
   static constexpr bool kFormat = true, kCount = false;
-  template <class In, bool kE4M3, bool>
+  template <class In, bool kE4M3, bool, bool kAvx512>
   [[gnu::always_inline]] static void run(const Job& j, const TransposedTask& t) {
     const In* x = static_cast<const In*>(t.x);
     const int64_t nbands = (t.h + t.block_h - 1) / t.block_h;
@@ -322,12 +334,24 @@ struct Transposed {
         const int64_t th = std::min(kTile, t.h - r1);
         alignas(64) uint8_t tile[kTile * kTile];
         if (th < kTile || sw < kTile) std::memset(tile, 0, sizeof(tile));  // no stray bytes
-        for (int64_t r = 0; r < th; ++r) {
-          const In* __restrict row = x + (t.r0 + r1 + r) * t.cols + t.c0 + s0;
-          const float* __restrict scale = col_scale[(r1 + r) / t.block_h % kMaxBands];
-          uint8_t* __restrict codes = tile + r * kTile;
-          for (int64_t c = 0; c < sw; ++c) {
-            codes[c] = encode<kE4M3>(load(row[c]) * scale[c], j.saturate);
+        const In* tile_x = x + (t.r0 + r1) * t.cols + t.c0 + s0;
+        auto row_scale = [&](int64_t r) -> const float* {
+          return col_scale[(r1 + r) / t.block_h % kMaxBands];
+        };
+#if defined(__x86_64__) && defined(__GNUC__)
+        if constexpr (kAvx512) {
+          avx512::encode_tile<In, kE4M3>(tile_x, t.cols, tile, kTile, th, sw, row_scale,
+                                         j.saturate);
+        } else
+#endif
+        {
+          for (int64_t r = 0; r < th; ++r) {
+            const In* __restrict row = tile_x + r * t.cols;
+            const float* __restrict scale = row_scale(r);
+            uint8_t* __restrict codes = tile + r * kTile;
+            for (int64_t c = 0; c < sw; ++c) {
+              codes[c] = encode<kE4M3>(load(row[c]) * scale[c], j.saturate);
+            }
           }
         }
         alignas(64) uint8_t tile_t[kTile * kTile];
@@ -343,26 +367,26 @@ struct Transposed {
 
 // Picks K::run<In, kE4M3, kCount> from the job, one branch per flag; everything
 // is inlined into the instruction-set variant that calls it.
-template <class K, class In, bool kE4M3, class... Args>
+template <class K, bool kAvx512, class In, bool kE4M3, class... Args>
 [[gnu::always_inline]] inline auto dispatch_count(const Job& j, Args... args) {
   if constexpr (K::kCount) {
-    if (j.count) return K::template run<In, kE4M3, true>(j, args...);
+    if (j.count) return K::template run<In, kE4M3, true, kAvx512>(j, args...);
   }
-  return K::template run<In, kE4M3, false>(j, args...);
+  return K::template run<In, kE4M3, false, kAvx512>(j, args...);
 }
-template <class K, class In, class... Args>
+template <class K, bool kAvx512, class In, class... Args>
 [[gnu::always_inline]] inline auto dispatch_format(const Job& j, Args... args) {
   if constexpr (K::kFormat) {
-    if (j.e4m3) return dispatch_count<K, In, true>(j, args...);
-    return dispatch_count<K, In, false>(j, args...);
+    if (j.e4m3) return dispatch_count<K, kAvx512, In, true>(j, args...);
+    return dispatch_count<K, kAvx512, In, false>(j, args...);
   } else {
-    return K::template run<In, false, false>(j, args...);
+    return K::template run<In, false, false, kAvx512>(j, args...);
   }
 }
-template <class K, class... Args>
+template <class K, bool kAvx512, class... Args>
 [[gnu::always_inline]] inline auto dispatch(const Job& j, Args... args) {
-  if (j.bf16) return dispatch_format<K, uint16_t>(j, args...);
-  return dispatch_format<K, float>(j, args...);
+  if (j.bf16) return dispatch_format<K, kAvx512, uint16_t>(j, args...);
+  return dispatch_format<K, kAvx512, float>(j, args...);
 }
 
 // ---- instruction-set variants ------------------------------------------------
@@ -374,28 +398,28 @@ struct Kernels {
   void (*transposed)(const Job&, const TransposedTask&);
 };
 
-#define OCTET_QUANTIZE_VARIANT(name, attributes)                                                   \
+#define OCTET_QUANTIZE_VARIANT(name, avx512, attributes)                                           \
   attributes uint32_t amax_##name(const Job& j, const void* x, int64_t n) {                        \
-    return dispatch<AmaxSpan>(j, x, n);                                                            \
+    return dispatch<AmaxSpan, avx512>(j, x, n);                                                    \
   }                                                                                                \
   attributes void encode_##name(const Job& j, const void* x, uint8_t* out, int64_t n, float scale, \
                                 Stats* st) {                                                       \
-    dispatch<EncodeSpan>(j, x, out, n, scale, st);                                                 \
+    dispatch<EncodeSpan, avx512>(j, x, out, n, scale, st);                                         \
   }                                                                                                \
   attributes void band_##name(const Job& j, const void* x, int64_t h, int64_t cols, int64_t bc,    \
                               uint8_t* out, void* scale_inv, Stats* st) {                          \
-    dispatch<Band>(j, x, h, cols, bc, out, scale_inv, st);                                         \
+    dispatch<Band, avx512>(j, x, h, cols, bc, out, scale_inv, st);                                 \
   }                                                                                                \
   attributes void transposed_##name(const Job& j, const TransposedTask& t) {                       \
-    dispatch<Transposed>(j, t);                                                                    \
+    dispatch<Transposed, avx512>(j, t);                                                            \
   }                                                                                                \
   constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name, transposed_##name};
 
-OCTET_QUANTIZE_VARIANT(baseline, )
+OCTET_QUANTIZE_VARIANT(baseline, false, )
 #if defined(__x86_64__) && defined(__GNUC__)
-OCTET_QUANTIZE_VARIANT(avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
+OCTET_QUANTIZE_VARIANT(avx2, false, __attribute__((target("avx2,fma,f16c,bmi2"))))
 OCTET_QUANTIZE_VARIANT(
-    avx512, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
+    avx512, true, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
 #endif
 #undef OCTET_QUANTIZE_VARIANT
 

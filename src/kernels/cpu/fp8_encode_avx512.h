@@ -1,0 +1,153 @@
+// kernels/cpu/fp8_encode_avx512.h: f32 -> E4M3/E5M2 for 16 floats at a time with
+// AVX-512, bit for bit core/convert.h's f32_to_e4m3/f32_to_e5m2 (every input: NaN,
+// ±Inf, ±0, f32 subnormals, FP8 subnormals, ties, the overflow boundary), and the
+// quantize kernels' encode loop built on it (kernels/cpu/quantize_cpu.cpp's avx512
+// variant). Only included on x86-64 GCC/clang; the functions carry their own target.
+// defines: cpu::avx512::encode16, cpu::avx512::encode_run
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/convert.h"
+
+// GCC 12 warns that the undefined vectors its AVX-512 intrinsics start from are
+// uninitialised (as in kernels/cpu/vector_math.h), in every file that uses them.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace octet::kernels::cpu::avx512 {
+
+// The helpers are always inlined into encode_run/encode_tile; those two are real
+// calls from the quantize loops (GCC will not inline a function with a wider target
+// into the generic always_inline templates those loops are made of), one per run
+// of elements or per tile, never per vector.
+#define OCTET_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define OCTET_AVX512_INLINE [[gnu::always_inline]] inline OCTET_AVX512_TARGET
+
+// The format's constants for the vector encoder (derived from detail::Fp8Layout).
+template <bool kE4M3>
+struct Fp8Vec {
+  static constexpr detail::Fp8Layout f = kE4M3 ? detail::e4m3_layout() : detail::e5m2_layout();
+  static constexpr uint32_t shift = 23 - f.mantissa_bits;
+  // mag + kBias (+1 when the kept lsb is odd), >> shift: round to nearest even and
+  // rebias in one add; wraps (is garbage) only below the smallest normal, where the
+  // subnormal result is taken instead.
+  static constexpr uint32_t bias = ((1u << (shift - 1)) - 1) - (f.rebias << shift);
+};
+
+// The codes of 16 floats, one in the low byte of each 32-bit lane (the other bits
+// are not zero in the FP8-subnormal lanes: callers use the low byte only). `limit`
+// is the format's max code (saturate) or max code + 1 (nonfinite: NaN for E4M3,
+// Inf for E5M2, both one past the max code).
+//
+// Normal range: integer round-to-nearest-even of the f32 bits at the FP8 mantissa,
+// clamped to `limit` (which also catches ±Inf and is the overflow result).
+// Below the smallest normal: |v| + magic, an f32 add whose ulp is the FP8
+// subnormal quantum, so the FPU's own rounding gives the code in the low mantissa
+// bits (also the smallest normal when it rounds up). NaN: the format's NaN code.
+// Sign: bit 31 moved to bit 7.
+template <bool kE4M3>
+OCTET_AVX512_INLINE __m512i encode16(__m512 v, __m512i limit) {
+  using F = Fp8Vec<kE4M3>;
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+  __m512i r = _mm512_add_epi32(mag, _mm512_set1_epi32(static_cast<int>(F::bias)));
+  const __mmask16 odd = _mm512_test_epi32_mask(mag, _mm512_set1_epi32(1 << F::shift));
+  r = _mm512_mask_add_epi32(r, odd, r, _mm512_set1_epi32(1));
+  const __m512i normal = _mm512_min_epu32(_mm512_srli_epi32(r, F::shift), limit);
+  const __mmask16 sub =
+      _mm512_cmplt_epu32_mask(mag, _mm512_set1_epi32(static_cast<int>(F::f.min_normal_bits)));
+  __m512i code = _mm512_castps_si512(_mm512_mask_add_ps(_mm512_castsi512_ps(normal), sub,
+                                                        _mm512_castsi512_ps(mag),
+                                                        _mm512_set1_ps(F::f.subnormal_magic)));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000));
+  code = _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(static_cast<int>(F::f.nan_code)));
+  // code | ((bits >> 24) & 0x80)
+  return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80),
+                                   0xF8);
+}
+
+// 16 inputs (n of them, n <= 16: the rest read as zero) widened to f32.
+OCTET_AVX512_INLINE __m512 load16(const float* x, __mmask16 k) {
+  return _mm512_maskz_loadu_ps(k, x);
+}
+OCTET_AVX512_INLINE __m512 load16(const uint16_t* x, __mmask16 k) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, x));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+OCTET_AVX512_INLINE __m512 scale16(float scale, int64_t, __mmask16) {
+  return _mm512_set1_ps(scale);
+}
+OCTET_AVX512_INLINE __m512 scale16(const float* scale, int64_t i, __mmask16 k) {
+  return _mm512_maskz_loadu_ps(k, scale + i);
+}
+
+// out[i] = code of x[i] * scale (scale: one float, or one per element). With kCount,
+// also adds to `saturated` the finite x whose |x * scale| is at or past the
+// format's overflow boundary, and to `flushed` the nonzero finite x whose code is ±0
+// (quantize_cpu.cpp's encode_loop defines them).
+template <class In, bool kE4M3, bool kCount, class Scale>
+inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __restrict out,
+                                           int64_t n, Scale scale, bool saturate,
+                                           uint64_t& saturated, uint64_t& flushed) {
+  constexpr uint32_t overflow_bits = kE4M3 ? f32_bits(464.0f) + 1 : f32_bits(61440.0f);
+  constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
+  static_assert(f.overflow_code == f.max_code + 1);
+  // Counts per lane, summed every kChunk elements (stays far below 2^31 per sum).
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = n - begin > kChunk ? begin + kChunk : n;
+    __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
+    const __m512i one = _mm512_set1_epi32(1);
+    for (int64_t i = begin; i < end; i += 16) {
+      const __mmask16 k =
+          end - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (end - i)) - 1);
+      const __m512 xv = load16(x + i, k);
+      const __m512 v = _mm512_mul_ps(xv, scale16(scale, i, k));
+      const __m512i code = encode16<kE4M3>(v, limit);
+      _mm512_mask_cvtepi32_storeu_epi8(out + i, k, code);
+      if constexpr (kCount) {
+        // Masked-off lanes read x = 0: neither saturated nor flushed.
+        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+        const __m512i xm = _mm512_and_si512(_mm512_castps_si512(xv), abs_mask);
+        const __m512i vm = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+        const __mmask16 finite = _mm512_cmplt_epu32_mask(xm, _mm512_set1_epi32(0x7F800000));
+        const __mmask16 over = _mm512_mask_cmpge_epu32_mask(
+            finite, vm, _mm512_set1_epi32(static_cast<int>(overflow_bits)));
+        const __mmask16 nonzero = _mm512_mask_test_epi32_mask(finite, xm, xm);
+        const __mmask16 zero = _mm512_mask_testn_epi32_mask(nonzero, code, _mm512_set1_epi32(0x7F));
+        sat = _mm512_mask_add_epi32(sat, over, sat, one);
+        flush = _mm512_mask_add_epi32(flush, zero, flush, one);
+      }
+    }
+    if constexpr (kCount) {
+      saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));
+      flushed += static_cast<uint64_t>(_mm512_reduce_add_epi32(flush));
+    }
+  }
+}
+
+// A tile: rows x cols elements of x (row stride x_stride) into out (row stride
+// out_stride), row r multiplied element-wise by row_scale(r) (a const float*, one
+// per column); no counts.
+template <class In, bool kE4M3, class RowScale>
+inline OCTET_AVX512_TARGET void encode_tile(const In* __restrict x, int64_t x_stride,
+                                            uint8_t* __restrict out, int64_t out_stride,
+                                            int64_t rows, int64_t cols, RowScale row_scale,
+                                            bool saturate) {
+  uint64_t unused = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    encode_run<In, kE4M3, false>(x + r * x_stride, out + r * out_stride, cols,
+                                 static_cast<const float*>(row_scale(r)), saturate, unused, unused);
+  }
+}
+
+#undef OCTET_AVX512_INLINE
+#undef OCTET_AVX512_TARGET
+
+}  // namespace octet::kernels::cpu::avx512
