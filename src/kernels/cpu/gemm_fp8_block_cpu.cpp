@@ -10,18 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-// GCC 12 warns that the undefined vectors its AVX-512 intrinsics start from are
-// uninitialised (as kernels/cpu/vector_math.h says).
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include "core/convert.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {

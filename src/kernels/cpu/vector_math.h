@@ -5,19 +5,12 @@
 #pragma once
 
 #if defined(OCTET_HAVE_SLEEF) && defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/intrinsics.h"
 
 #define OCTET_CPU_VECTOR_EXP 1
-// GCC 12 warns that the undefined vectors its AVX-512 reductions (_mm512_reduce_*) start
-// from are uninitialised, in every file that uses them.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 // The target of the functions that use AVX-512 (the machine is checked at run time).
 #define OCTET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2")))
