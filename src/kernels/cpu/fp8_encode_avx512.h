@@ -6,18 +6,10 @@
 // defines: cpu::avx512::encode16, cpu::avx512::encode_run
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "core/convert.h"
-
-// GCC 12 warns that the undefined vectors its AVX-512 intrinsics start from are
-// uninitialised (as in kernels/cpu/vector_math.h), in every file that uses them.
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "kernels/cpu/intrinsics.h"
 
 namespace octet::kernels::cpu::avx512 {
 
