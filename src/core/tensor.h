@@ -35,6 +35,11 @@ struct Tensor {
   }
   // The same memory seen with another shape of the same element count.
   Tensor reshaped(Shape new_shape) const;
+  // Elements [begin, end) of the contiguous tensor, as a 1-D tensor of the same dtype.
+  Tensor elements(int64_t begin, int64_t end) const {
+    return Tensor(static_cast<char*>(data) + begin * static_cast<int64_t>(dtype_size(dtype)), dtype,
+                  {end - begin}, device);
+  }
   // "bf16[3, 4]@cpu", for error messages.
   std::string str() const;
 };

@@ -12,9 +12,9 @@
 namespace octet::dist {
 namespace {
 
-// Elements [begin, end) of a contiguous f32 tensor.
+// Elements [begin, end) of a contiguous tensor.
 Tensor range(const Tensor& t, int64_t begin, int64_t end) {
-  return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+  return t.elements(begin, end);
 }
 
 Buffer f32_buffer(Device device, int64_t n) {

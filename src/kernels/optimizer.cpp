@@ -59,14 +59,13 @@ void adamw_step_decayed_first(const Tensor& param, const Tensor& grad, const Ten
                               const Tensor& working) {
   const int64_t n = param.numel(), split = std::clamp(decayed - first, int64_t{0}, n);
   const auto part = [](const Tensor& t, int64_t begin, int64_t end) {
-    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+    return t.elements(begin, end);
   };
   const auto working_part = [&](int64_t begin, int64_t end) {
     if (working.empty()) return Tensor();
     OCTET_CHECK(working.dtype == DType::bf16 && working.numel() == n, "adamw",
                 "the working copy must be bf16 with ", n, " elements, got ", working.str());
-    return Tensor(static_cast<uint16_t*>(working.data) + begin, DType::bf16, {end - begin},
-                  working.device);
+    return working.elements(begin, end);
   };
   adamw_step(part(param, 0, split), part(grad, 0, split), part(m, 0, split), part(v, 0, split),
              step, grad_sum_sq, working_part(0, split));

@@ -55,7 +55,7 @@ bool Optimizer::step(int64_t step, double lr, const Tensor& grad_sum_sq, const T
   s.weight_decay = static_cast<float>(config_.weight_decay);
   // AdamW writes the bf16 working weights in its pass over the master (one pass, not two).
   const auto part = [](const Tensor& t, int64_t begin, int64_t end) {
-    return Tensor(static_cast<float*>(t.data) + begin, DType::f32, {end - begin}, t.device);
+    return t.elements(begin, end);
   };
   for (const model::Llama::MasterRun& r : model_.master_runs()) {
     if (r.end <= r.first) continue;
