@@ -147,12 +147,7 @@ def main():
 
     study = {"config": {k: v for k, v in vars(args).items() if k != "fresh"},
              "wall_s": time.time() - t0, "runs": {}}
-    head = "".join(f"{'seed ' + str(s):>10}" for s in seeds)
-    print(f"paired gap to bf16 (final val loss / bf16's - 1), {args.model} on {args.data}, "
-          f"{args.steps} steps")
-    print(f"{'run':<28}{head}{'mean':>10}{'sd':>9}{'max':>9}")
     bf16 = {s: results[(s, "bf16")]["val_loss"] for s in seeds}
-    print(f"{'bf16 (val loss)':<28}" + "".join(f"{bf16[s]:>10.4f}" for s in seeds))
     for name, prec, recipe in runs:
         gaps = [results[(s, name)]["val_loss"] / bf16[s] - 1 for s in seeds]
         m, sd = mean_sd(gaps)
@@ -162,10 +157,18 @@ def main():
             "gap": dict(zip(seeds, gaps)), "gap_mean": m, "gap_sd": sd, "gap_max": max(gaps),
             "health": {s: worst_health(results[(s, name)]) for s in seeds},
         }
-        if name == "bf16":
-            continue
-        print(f"{name:<28}" + "".join(f"{100 * g:>9.2f}%" for g in gaps) +
-              f"{100 * m:>9.2f}%{100 * sd:>8.2f}%{100 * max(gaps):>8.2f}%")
+        if "fp32" in bf16_and_fp32(runs):
+            # The same pairing against fp32: where bf16 itself moves away from fp32 (a
+            # larger model), a recipe's gap to bf16 mixes its own error with bf16's.
+            fp32 = [results[(s, "fp32")]["val_loss"] for s in seeds]
+            to_fp32 = [results[(s, name)]["val_loss"] / f - 1 for s, f in zip(seeds, fp32)]
+            m32, sd32 = mean_sd(to_fp32)
+            study["runs"][name].update({"gap_fp32": dict(zip(seeds, to_fp32)),
+                                        "gap_fp32_mean": m32, "gap_fp32_sd": sd32})
+    print_table(study, seeds, "bf16", bf16, args)
+    if "fp32" in bf16_and_fp32(runs):
+        fp32 = {s: results[(s, "fp32")]["val_loss"] for s in seeds}
+        print_table(study, seeds, "fp32", fp32, args)
     print("fp8 health at the last step (largest share over layers, mean over seeds):")
     for name, prec, recipe in runs:
         if prec != "fp8":
@@ -181,20 +184,52 @@ def main():
         json.dump(study, f, indent=1, default=str)
     with open(f"{args.out}/study.md", "w") as f:
         f.write(markdown(study, seeds, bf16))
+        if "fp32" in bf16_and_fp32(runs):
+            fp32 = {s: results[(s, "fp32")]["val_loss"] for s in seeds}
+            f.write("\n" + markdown(study, seeds, fp32, "fp32"))
 
 
-def markdown(study, seeds, bf16):
-    """The gap table as Markdown (docs/numerics.md)."""
-    cols = "".join(f" seed {s} |" for s in seeds)
-    out = [f"| run |{cols} mean | sd | max |", "| --- |" + " ---: |" * (len(seeds) + 3)]
-    out.append("| bf16 (val loss) |" + "".join(f" {bf16[s]:.4f} |" for s in seeds) + " | | |")
+def bf16_and_fp32(runs):
+    return {name for name, _, _ in runs if name in ("bf16", "fp32")}
+
+
+def gap_key(ref):
+    return "gap" if ref == "bf16" else "gap_" + ref
+
+
+def print_table(study, seeds, ref, ref_loss, args):
+    """The paired gap of every run to `ref` (bf16 or fp32) on stdout; se = sd / sqrt(seeds)."""
+    head = "".join(f"{'seed ' + str(s):>10}" for s in seeds)
+    print(f"paired gap to {ref} (final val loss / {ref}'s - 1), {args.model} on {args.data}, "
+          f"{args.steps} steps")
+    print(f"{'run':<28}{head}{'mean':>10}{'sd':>9}{'se':>9}{'max':>9}")
+    print(f"{ref + ' (val loss)':<28}" + "".join(f"{ref_loss[s]:>10.4f}" for s in seeds))
+    key = gap_key(ref)
     for name, r in study["runs"].items():
-        if name == "bf16":
+        if name == ref:
             continue
-        gaps = [r["gap"][s] for s in seeds]
+        gaps = [r[key][s] for s in seeds]
+        m, sd = mean_sd(gaps)
+        print(f"{name:<28}" + "".join(f"{100 * g:>9.2f}%" for g in gaps) +
+              f"{100 * m:>9.2f}%{100 * sd:>8.2f}%{100 * sd / math.sqrt(len(gaps)):>8.2f}%"
+              f"{100 * max(gaps):>8.2f}%")
+
+
+def markdown(study, seeds, bf16, ref="bf16"):
+    """The gap table to `ref` as Markdown (docs/numerics.md)."""
+    cols = "".join(f" seed {s} |" for s in seeds)
+    out = [f"| run |{cols} mean | sd | se | max |", "| --- |" + " ---: |" * (len(seeds) + 4)]
+    out.append(f"| {ref} (val loss) |" + "".join(f" {bf16[s]:.4f} |" for s in seeds) +
+               " | | | |")
+    key = gap_key(ref)
+    for name, r in study["runs"].items():
+        if name == ref:
+            continue
+        gaps = [r[key][s] for s in seeds]
+        m, sd = mean_sd(gaps)
         out.append(f"| {name} |" + "".join(f" {100 * g:+.2f}% |" for g in gaps) +
-                   f" {100 * r['gap_mean']:+.2f}% | {100 * r['gap_sd']:.2f}% |"
-                   f" {100 * r['gap_max']:+.2f}% |")
+                   f" {100 * m:+.2f}% | {100 * sd:.2f}% | {100 * sd / math.sqrt(len(gaps)):.2f}% |"
+                   f" {100 * max(gaps):+.2f}% |")
     return "\n".join(out) + "\n"
 
 
