@@ -98,38 +98,44 @@ std::string missing_value_message(const CLI::App* app, const std::vector<std::st
 
 }  // namespace
 
-CLI::Validator above(double bound) {
-  char text[32];
-  std::snprintf(text, sizeof text, "> %g", bound);
-  const std::string rule = text;
+namespace {
+
+// A check that the value is a number for which `holds(x)` is true; `rule` says which, as in
+// "expected a number > 0, got 'abc'" and "must be > 0, got 0".
+template <class Holds>
+CLI::Validator number_check(const std::string& rule, const char* name, Holds holds) {
   return CLI::Validator(
-      [bound, rule](std::string& value) -> std::string {
+      [holds, rule](std::string& value) -> std::string {
         char* end = nullptr;
         const double x = std::strtod(value.c_str(), &end);
         if (value.empty() || end == nullptr || *end != '\0' || std::isnan(x)) {
           return "expected a number " + rule + ", got '" + value + "'";
         }
-        if (!(x > bound)) return "must be " + rule + ", got " + value;
+        if (!holds(x)) return "must be " + rule + ", got " + value;
         return {};
       },
-      rule, "ABOVE");
+      rule, name);
+}
+
+std::string rule_text(const char* relation, double bound) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%s %g", relation, bound);
+  return text;
+}
+
+}  // namespace
+
+CLI::Validator above(double bound) {
+  return number_check(rule_text(">", bound), "ABOVE", [bound](double x) { return x > bound; });
 }
 
 CLI::Validator at_least(double min) {
-  char bound[32];
-  std::snprintf(bound, sizeof bound, "%g", min);
-  const std::string text = std::string(">= ") + bound;
-  return CLI::Validator(
-      [min, text](std::string& value) -> std::string {
-        char* end = nullptr;
-        const double x = std::strtod(value.c_str(), &end);
-        if (value.empty() || end == nullptr || *end != '\0' || std::isnan(x)) {
-          return "expected a number " + text + ", got '" + value + "'";
-        }
-        if (x < min) return "must be " + text + ", got " + value;
-        return {};
-      },
-      text, "AT_LEAST");
+  return number_check(rule_text(">=", min), "AT_LEAST", [min](double x) { return x >= min; });
+}
+
+CLI::Validator at_least_and_below(double min, double bound) {
+  return number_check(rule_text(">=", min) + " and " + rule_text("<", bound), "AT_LEAST_BELOW",
+                      [min, bound](double x) { return x >= min && x < bound; });
 }
 
 CLI::App* Commands::add(CLI::App& parent, const std::string& name, const std::string& description,

@@ -71,6 +71,8 @@ CLI::Validator parses_with(Parse parse, const std::string& name) {
 CLI::Validator at_least(double min);
 // A check that the value is a number > `bound`: "--lr: must be > 0, got 0".
 CLI::Validator above(double bound);
+// A check that `min` <= value < `bound`: "--adam-beta2: must be >= 0 and < 1, got 1".
+CLI::Validator at_least_and_below(double min, double bound);
 
 // Parses `args` (without the program name) for `app` and runs the chosen command. Returns
 // the exit code: the command's, 0 for --help, 1 when no command was given (the usage is

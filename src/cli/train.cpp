@@ -213,6 +213,12 @@ void add_train_commands(Commands& commands, CLI::App& octet) {
       ->check(CLI::Range(0.0, 1.0));
   t->add_option("--warmup", c->warmup, "linear warm-up steps")->check(at_least(0));
   t->add_option("--weight-decay", c->weight_decay, "AdamW weight decay")->check(at_least(0));
+  t->add_option("--adam-beta1", c->beta1, "AdamW's first-moment decay")
+      ->check(at_least_and_below(0, 1));
+  t->add_option("--adam-beta2", c->beta2, "AdamW's second-moment decay")
+      ->check(at_least_and_below(0, 1));
+  t->add_option("--adam-eps", c->eps, "AdamW's epsilon, added to the root of the second moment")
+      ->check(above(0));
   t->add_option("--grad-clip", c->grad_clip, "max global gradient norm (0: no clipping)")
       ->check(at_least(0));
   t->add_option("--seed", c->seed, "weights and data order");

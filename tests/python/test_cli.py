@@ -106,6 +106,10 @@ def bad_values(text_file, tmp_dir):
         (("train", "--batch", "-2"), "--batch", "must be >= 1, got -2"),
         (("train", "--seq-len", "0"), "--seq-len", "must be >= 1, got 0"),
         (("train", "--seq-len", "-64"), "--seq-len", "must be >= 1, got -64"),
+        # beta = 1 would divide by zero in AdamW's bias correction, 1 - beta^t.
+        (("train", "--adam-beta2", "1"), "--adam-beta2", "must be >= 0 and < 1, got 1"),
+        (("train", "--adam-beta1", "-0.1"), "--adam-beta1", "must be >= 0 and < 1, got -0.1"),
+        (("train", "--adam-eps", "0"), "--adam-eps", "must be > 0, got 0"),
         # A flag's value left out: the next flag is not taken for it.
         (("train", "--steps", "--lr", "1e-2"), "--steps", "needs a number, but '--lr' follows it"),
         (("train", "--lr", "1e-2", "--steps"), "--steps", "needs a number, and none follows it"),
