@@ -604,6 +604,62 @@ TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
   }
 }
 
+// The folded way widens every code times its block's power of two exactly: with B the
+// identity (E4M3 1.0 on the diagonal, E8M0 scales of 1), each element of C = A'·Iᵀ is one
+// exact product plus zeros, so C must equal value x 2^e of every element of A bit for bit
+// (no bound needed), for every finite code of both formats, scales 2^-20..2^20, on every
+// instruction-set level, with a K that ends in a half 32-code block (a partial vector).
+TEST(CpuFp8FusedGemm, FoldedWideningGivesEveryCodeTimesItsScaleExactly) {
+  using kernels::cpu::Fp8FusedKind;
+  testing::Rng rng(testing::fresh_seed());
+  EngineGuard engine_guard;
+  Fp8PathGuard path_guard;
+  kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  const int64_t m = 24, k = 32 * 9 + 16;  // 304 (FP8 GEMMs take K % 16 == 0): the last block 16
+  for (const char* isa : {"avx512", "avx2", "baseline"}) {
+    setenv("OCTET_CPU_ISA", isa, 1);
+    for (const DType dtype : {DType::e4m3, DType::e5m2}) {
+      ScaledOperand a = random_operand(dtype, m, k, kMx, rng);
+      // Every finite code in turn (the random ones are overwritten).
+      std::vector<uint8_t> finite;
+      for (int v = 0; v < 256; ++v)
+        if (std::isfinite(fp8_to_f32(static_cast<uint8_t>(v), dtype)))
+          finite.push_back(static_cast<uint8_t>(v));
+      for (size_t i = 0; i < a.codes.size(); ++i) {
+        a.codes[i] = finite[i % finite.size()];
+        a.values[i] = fp8_to_f32(a.codes[i], dtype);
+      }
+      std::uniform_int_distribution<int> exponent(-20, 20);
+      for (size_t i = 0; i < a.scales.size(); ++i) set_scale(a, i, std::exp2(exponent(rng)));
+      ScaledOperand b = random_operand(DType::e4m3, k, k, kMx, rng);
+      for (int64_t r = 0; r < k; ++r) {
+        for (int64_t c = 0; c < k; ++c) {
+          b.codes[r * k + c] = r == c ? uint8_t{0x38} : uint8_t{0};  // E4M3 1.0 and +0
+          b.values[r * k + c] = r == c ? 1.0 : 0.0;
+        }
+      }
+      for (size_t i = 0; i < b.scales.size(); ++i) set_scale(b, i, 1.0);
+      const ScaledGemm g{a, b, random_c(DType::f32, m, k, rng), 1.0f, 0.0f};
+      ASSERT_EQ(fused_kind(g), Fp8FusedKind::folded_bf16) << g.describe();
+      const std::vector<double> c = run_kernel_gemm(Device::cpu(), g);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < k; ++j) {
+          ASSERT_EQ(c[i * k + j], a.values[i * k + j] * a.scale_at(i, j))
+              << isa << " " << dtype_name(dtype) << " code " << int{a.codes[i * k + j]} << " at ("
+              << i << ", " << j << ")";
+        }
+      }
+    }
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
+}
+
 // ---- refusals (validation runs before dispatch, so the CPU shows them for every device) ----
 
 void expect_gemm_error(const std::function<void()>& fn, const std::string& prefix,

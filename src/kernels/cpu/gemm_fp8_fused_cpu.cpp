@@ -164,20 +164,38 @@ const float* decode_table(DType fp8) {
   }
 }
 
+// One row of `n` codes in blocks of `block` along K, block b times scales[b] (powers of two
+// in range, as widen_bf16_loop), into bf16.
+[[gnu::always_inline]] inline void widen_bf16_blocks_loop(const uint8_t* __restrict in,
+                                                          uint16_t* __restrict out, int64_t n,
+                                                          int64_t block,
+                                                          const float* __restrict scales,
+                                                          const float* __restrict table) {
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += block, ++b)
+    widen_bf16_loop(in + b0, out + b0, std::min(block, n - b0), table, scales[b], true);
+}
+
 struct Loops {
   void (*widen_bf16)(const uint8_t*, uint16_t*, int64_t, const float*, float, bool);
+  void (*widen_bf16_blocks)(const uint8_t*, uint16_t*, int64_t, int64_t, const float*, const float*,
+                            bool);
   void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float, bool);
   void (*epilogue)(const float*, const float*, int64_t, float, float, float*, uint16_t*);
 };
 
-#define OCTET_FP8_GEMM_WIDEN(name, attributes)                                                   \
-  attributes void widen_bf16_##name(const uint8_t* in, uint16_t* out, int64_t n,                 \
-                                    const float* table, float scale, bool e4m3) {                \
-    widen_bf16_loop(in, out, n, table, scale, e4m3);                                             \
-  }                                                                                              \
-  attributes void widen_f32_##name(const uint8_t* in, float* out, int64_t n, const float* table, \
-                                   float scale, bool e4m3) {                                     \
-    widen_f32_loop(in, out, n, table, scale, e4m3);                                              \
+#define OCTET_FP8_GEMM_WIDEN(name, attributes)                                                     \
+  attributes void widen_bf16_##name(const uint8_t* in, uint16_t* out, int64_t n,                   \
+                                    const float* table, float scale, bool e4m3) {                  \
+    widen_bf16_loop(in, out, n, table, scale, e4m3);                                               \
+  }                                                                                                \
+  attributes void widen_bf16_blocks_##name(const uint8_t* in, uint16_t* out, int64_t n,            \
+                                           int64_t block, const float* scales, const float* table, \
+                                           bool) {                                                 \
+    widen_bf16_blocks_loop(in, out, n, block, scales, table);                                      \
+  }                                                                                                \
+  attributes void widen_f32_##name(const uint8_t* in, float* out, int64_t n, const float* table,   \
+                                   float scale, bool e4m3) {                                       \
+    widen_f32_loop(in, out, n, table, scale, e4m3);                                                \
   }
 #define OCTET_FP8_GEMM_EPILOGUE(name, attributes)                                         \
   attributes void epilogue_##name(const float* acc, const float* col_scale, int64_t n,    \
@@ -187,7 +205,8 @@ struct Loops {
 
 OCTET_FP8_GEMM_WIDEN(baseline, )
 OCTET_FP8_GEMM_EPILOGUE(baseline, )
-constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_f32_baseline, epilogue_baseline};
+constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_bf16_blocks_baseline,
+                                   widen_f32_baseline, epilogue_baseline};
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OCTET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
 #define OCTET_AVX512 \
@@ -195,7 +214,8 @@ constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_f32_baseline, epil
 OCTET_FP8_GEMM_WIDEN(avx2, OCTET_AVX2)
 OCTET_FP8_GEMM_EPILOGUE(avx2, OCTET_AVX2)
 OCTET_FP8_GEMM_EPILOGUE(avx512, OCTET_AVX512)
-constexpr Loops kLoops_avx2 = {widen_bf16_avx2, widen_f32_avx2, epilogue_avx2};
+constexpr Loops kLoops_avx2 = {widen_bf16_avx2, widen_bf16_blocks_avx2, widen_f32_avx2,
+                               epilogue_avx2};
 
 // 16 FP8 codes -> their f32 values times `scale` (one rounding; exact for a power of two
 // in range), by way of f16: (code & 0x7F) << 7 as f16 bits is |E4M3 value| x 2^-8 for every
@@ -214,16 +234,100 @@ OCTET_AVX512 inline __m512 decode16_avx512(const uint8_t* in, __m512 scale, bool
   return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(NAN));
 }
 
+// |code| -> the bf16 bits of its value, for codes 0..127 of E4M3 or E5M2, four registers
+// of 32 words each: what vpermt2w looks up. Zero is 0; E4M3's NaN and E5M2's NaNs are
+// 0x7FC0, its Inf 0x7F80; every other value is a normal bf16 (FP8 subnormals included).
+struct Bf16Table {
+  alignas(64) std::array<uint16_t, 128> e4m3, e5m2;
+};
+const Bf16Table& bf16_table() {
+  static const Bf16Table t = [] {
+    Bf16Table b;
+    for (int v = 0; v < 128; ++v) {
+      const float x4 = e4m3_to_f32(static_cast<uint8_t>(v));
+      const float x5 = e5m2_to_f32(static_cast<uint8_t>(v));
+      b.e4m3[v] = std::isnan(x4) ? uint16_t{0x7FC0} : static_cast<uint16_t>(f32_bits(x4) >> 16);
+      b.e5m2[v] = std::isnan(x5) ? uint16_t{0x7FC0} : static_cast<uint16_t>(f32_bits(x5) >> 16);
+    }
+    return b;
+  }();
+  return t;
+}
+
+// Up to 32 codes (n <= 32) -> bf16 of value x 2^shift: the magnitude looked up in the table
+// (two vpermt2w for its halves), 2^shift added to the exponent of the finite nonzero values
+// (exact: the caller keeps every scaled value a normal bf16, see kMinScaled), the sign or-ed
+// in. Masked loads and stores: nothing past n is read or written.
+OCTET_AVX512 inline void widen32_avx512(const uint8_t* in, uint16_t* out, int64_t n,
+                                        const __m512i* t, __m512i shift) {
+  // Masked loads and stores only for a tail: full ones are cheaper (much so on AMD's Zen 4).
+  const bool full = n >= 32;
+  const __mmask32 live = full ? ~__mmask32{0} : (__mmask32{1} << n) - 1;
+  const __m256i bytes = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in))
+                             : _mm256_maskz_loadu_epi8(live, in);
+  const __m512i codes = _mm512_cvtepu8_epi16(bytes);
+  const __m512i mag = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
+  const __m512i lo = _mm512_permutex2var_epi16(t[0], mag, t[1]);
+  const __m512i hi = _mm512_permutex2var_epi16(t[2], mag, t[3]);
+  __m512i v = _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(mag, _mm512_set1_epi16(0x40)), hi);
+  // Finite and nonzero: the bf16 exponent field in [1, 254].
+  const __m512i exponent = _mm512_and_si512(_mm512_srli_epi16(v, 7), _mm512_set1_epi16(0xFF));
+  const __mmask32 scaled = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(exponent, _mm512_set1_epi16(1)),
+                                                   _mm512_set1_epi16(254));
+  v = _mm512_mask_add_epi16(v, scaled, v, shift);
+  v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(codes, _mm512_set1_epi16(0x80)), 8));
+  if (full) {
+    _mm512_storeu_si512(out, v);
+  } else {
+    _mm512_mask_storeu_epi16(out, live, v);
+  }
+}
+
+// The table of one format in four registers.
+OCTET_AVX512 inline void load_table(bool e4m3, __m512i* t) {
+  const uint16_t* table = e4m3 ? bf16_table().e4m3.data() : bf16_table().e5m2.data();
+  for (int i = 0; i < 4; ++i) t[i] = _mm512_loadu_si512(table + 32 * i);
+}
+
+// A power of two's exponent, as the amount added to a bf16's bits.
+OCTET_AVX512 inline __m512i exponent_shift(float scale) {
+  const int e = static_cast<int>((f32_bits(scale) >> 23) & 0xFF) - 127;
+  return _mm512_set1_epi16(static_cast<int16_t>(e * 128));
+}
+
+// Whether `scale` is a power of two (f32 normal, mantissa zero): the table way's condition.
+inline bool normal_pow2(float scale) {
+  const uint32_t b = f32_bits(scale);
+  return (b & 0x007FFFFFu) == 0 && ((b >> 23) & 0xFF) != 0 && ((b >> 23) & 0xFF) != 0xFF &&
+         (b >> 31) == 0;
+}
+
 OCTET_AVX512 void widen_bf16_avx512(const uint8_t* in, uint16_t* out, int64_t n, const float* table,
                                     float scale, bool e4m3) {
-  const __m512 s = _mm512_set1_ps(scale);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i bits =
-        _mm512_srli_epi32(_mm512_castps_si512(decode16_avx512(in + i, s, e4m3)), 16);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(bits));
+  if (!normal_pow2(scale)) {  // not a way the GEMMs call it; kept exact all the same
+    widen_bf16_loop(in, out, n, table, scale, e4m3);
+    return;
   }
-  widen_bf16_loop(in + i, out + i, n - i, table, scale, e4m3);
+  __m512i t[4];
+  load_table(e4m3, t);
+  const __m512i shift = exponent_shift(scale);
+  for (int64_t i = 0; i < n; i += 32) widen32_avx512(in + i, out + i, n - i, t, shift);
+}
+
+OCTET_AVX512 void widen_bf16_blocks_avx512(const uint8_t* in, uint16_t* out, int64_t n,
+                                           int64_t block, const float* scales, const float* table,
+                                           bool e4m3) {
+  __m512i t[4];
+  load_table(e4m3, t);
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += block, ++b) {
+    const int64_t w = std::min(block, n - b0);
+    if (!normal_pow2(scales[b])) {
+      widen_bf16_loop(in + b0, out + b0, w, table, scales[b], e4m3);
+      continue;
+    }
+    const __m512i shift = exponent_shift(scales[b]);
+    for (int64_t i = 0; i < w; i += 32) widen32_avx512(in + b0 + i, out + b0 + i, w - i, t, shift);
+  }
 }
 
 OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, const float* table,
@@ -233,7 +337,8 @@ OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, con
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, decode16_avx512(in + i, s, e4m3));
   widen_f32_loop(in + i, out + i, n - i, table, scale, e4m3);
 }
-constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_f32_avx512, epilogue_avx512};
+constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_bf16_blocks_avx512, widen_f32_avx512,
+                                 epilogue_avx512};
 #undef OCTET_AVX2
 #undef OCTET_AVX512
 #endif
@@ -254,6 +359,25 @@ template <class Out>
 void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_t k,
            const OperandScales& s, bool apply_scales, Out* dst) {
   const float* table = decode_table(dtype);
+  if constexpr (sizeof(Out) == 2) {
+    if (apply_scales && s.block_cols < k) {
+      // MX and other K-split power-of-two grids: each row's block scales gathered, then one
+      // call per row and up to kSlices blocks (not one per 32-code block).
+      constexpr int64_t kSlices = 64;
+#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+      for (int64_t r = 0; r < rows; ++r) {
+        float scales[kSlices];
+        for (int64_t x0 = 0; x0 < s.grid_cols; x0 += kSlices) {
+          const int64_t count = std::min(kSlices, s.grid_cols - x0);
+          for (int64_t x = 0; x < count; ++x) scales[x] = s.at(r, x0 + x);
+          const int64_t c0 = x0 * s.block_cols, w = std::min(count * s.block_cols, k - c0);
+          l.widen_bf16_blocks(src + r * k + c0, dst + r * k + c0, w, s.block_cols, scales, table,
+                              dtype == DType::e4m3);
+        }
+      }
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t s0 = 0, slice = 0; s0 < k; s0 += s.block_cols, ++slice) {
