@@ -193,43 +193,38 @@ def bf16_and_fp32(runs):
     return {name for name, _, _ in runs if name in ("bf16", "fp32")}
 
 
-def gap_key(ref):
-    return "gap" if ref == "bf16" else "gap_" + ref
+def gap_rows(study, seeds, ref):
+    """Each run but `ref`: its name, its gaps to `ref` per seed, mean, sd, se = sd / sqrt(seeds)."""
+    key = "gap" if ref == "bf16" else "gap_" + ref
+    for name, r in study["runs"].items():
+        if name == ref:
+            continue
+        gaps = [r[key][s] for s in seeds]
+        m, sd = mean_sd(gaps)
+        yield name, gaps, m, sd, sd / math.sqrt(len(gaps))
 
 
 def print_table(study, seeds, ref, ref_loss, args):
-    """The paired gap of every run to `ref` (bf16 or fp32) on stdout; se = sd / sqrt(seeds)."""
+    """The paired gap of every run to `ref` (bf16 or fp32) on stdout."""
     head = "".join(f"{'seed ' + str(s):>10}" for s in seeds)
     print(f"paired gap to {ref} (final val loss / {ref}'s - 1), {args.model} on {args.data}, "
           f"{args.steps} steps")
     print(f"{'run':<28}{head}{'mean':>10}{'sd':>9}{'se':>9}{'max':>9}")
     print(f"{ref + ' (val loss)':<28}" + "".join(f"{ref_loss[s]:>10.4f}" for s in seeds))
-    key = gap_key(ref)
-    for name, r in study["runs"].items():
-        if name == ref:
-            continue
-        gaps = [r[key][s] for s in seeds]
-        m, sd = mean_sd(gaps)
+    for name, gaps, m, sd, se in gap_rows(study, seeds, ref):
         print(f"{name:<28}" + "".join(f"{100 * g:>9.2f}%" for g in gaps) +
-              f"{100 * m:>9.2f}%{100 * sd:>8.2f}%{100 * sd / math.sqrt(len(gaps)):>8.2f}%"
-              f"{100 * max(gaps):>8.2f}%")
+              f"{100 * m:>9.2f}%{100 * sd:>8.2f}%{100 * se:>8.2f}%{100 * max(gaps):>8.2f}%")
 
 
-def markdown(study, seeds, bf16, ref="bf16"):
+def markdown(study, seeds, ref_loss, ref="bf16"):
     """The gap table to `ref` as Markdown (docs/numerics.md)."""
     cols = "".join(f" seed {s} |" for s in seeds)
     out = [f"| run |{cols} mean | sd | se | max |", "| --- |" + " ---: |" * (len(seeds) + 4)]
-    out.append(f"| {ref} (val loss) |" + "".join(f" {bf16[s]:.4f} |" for s in seeds) +
+    out.append(f"| {ref} (val loss) |" + "".join(f" {ref_loss[s]:.4f} |" for s in seeds) +
                " | | | |")
-    key = gap_key(ref)
-    for name, r in study["runs"].items():
-        if name == ref:
-            continue
-        gaps = [r[key][s] for s in seeds]
-        m, sd = mean_sd(gaps)
+    for name, gaps, m, sd, se in gap_rows(study, seeds, ref):
         out.append(f"| {name} |" + "".join(f" {100 * g:+.2f}% |" for g in gaps) +
-                   f" {100 * m:+.2f}% | {100 * sd:.2f}% | {100 * sd / math.sqrt(len(gaps)):.2f}% |"
-                   f" {100 * max(gaps):+.2f}% |")
+                   f" {100 * m:+.2f}% | {100 * sd:.2f}% | {100 * se:.2f}% | {100 * max(gaps):+.2f}% |")
     return "\n".join(out) + "\n"
 
 
