@@ -24,6 +24,7 @@
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
 #endif
 #include "kernels/cpu/isa.h"
@@ -333,7 +334,8 @@ struct Transposed {
       for (int64_t r1 = 0; r1 < t.h; r1 += kTile) {
         const int64_t th = std::min(kTile, t.h - r1);
         alignas(64) uint8_t tile[kTile * kTile];
-        if (th < kTile || sw < kTile) std::memset(tile, 0, sizeof(tile));  // no stray bytes
+        // No stray bytes in the 8 x 8 blocks (the avx512 transpose reads only th x sw).
+        if (!kAvx512 && (th < kTile || sw < kTile)) std::memset(tile, 0, sizeof(tile));
         const In* tile_x = x + (t.r0 + r1) * t.cols + t.c0 + s0;
         auto row_scale = [&](int64_t r) -> const float* {
           return col_scale[(r1 + r) / t.block_h % kMaxBands];
@@ -354,11 +356,18 @@ struct Transposed {
             }
           }
         }
+        uint8_t* tile_out = t.data_t + (t.c0 + s0) * t.rows + t.r0 + r1;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if constexpr (kAvx512) {
+          // Only the th x sw bytes encoded above are read.
+          avx512::transpose_tile64(tile, kTile, th, sw, tile_out, t.rows);
+          continue;
+        }
+#endif
         alignas(64) uint8_t tile_t[kTile * kTile];
         transpose_tile(tile, tile_t);
         for (int64_t c = 0; c < sw; ++c) {
-          std::memcpy(t.data_t + (t.c0 + s0 + c) * t.rows + t.r0 + r1, tile_t + c * kTile,
-                      static_cast<size_t>(th));
+          std::memcpy(tile_out + c * t.rows, tile_t + c * kTile, static_cast<size_t>(th));
         }
       }
     }
