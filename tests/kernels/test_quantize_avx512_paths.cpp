@@ -6,6 +6,7 @@
 // zeros, ±Inf, NaNs, FP8 subnormals and values past the format's max in the input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,10 +16,12 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/quantize.h"
 #include "kernels/quantize_testing.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "kernels/cpu/byte_transpose_avx512.h"
+#include "kernels/cpu/mx_blocks_avx512.h"
 
 namespace octet {
 namespace {
@@ -52,6 +55,63 @@ TEST(ByteTransposeAvx512, EveryTileSizeMatchesAPlainLoop) {
         }
       }
       ASSERT_EQ(wrong, 0) << "tile " << h << " x " << w;
+    }
+  }
+}
+
+// The amaxes to check the vector E8M0 codes on: every bf16 magnitude pattern (±0, subnormals,
+// every exponent, Inf, NaNs), and for every f32 exponent the mantissas around each format's
+// max (where the code steps up), the ends, and NaNs with low payload bits only.
+std::vector<uint32_t> amax_patterns() {
+  std::vector<uint32_t> m;
+  for (uint32_t b = 0; b < 0x8000; ++b) m.push_back(b << 16);
+  for (uint32_t e = 0; e <= 255; ++e) {
+    for (uint32_t mant : {0u, 1u, 2u, 0x3FFFFFu, 0x400000u, 0x5FFFFFu, 0x600000u, 0x600001u,
+                          0x7FFFFEu, 0x7FFFFFu}) {
+      m.push_back(e << 23 | mant);
+    }
+  }
+  return m;
+}
+
+// e8m0_from_amax_bits and e8m0_multiplier against kernels/quantize.h's scalar code and the
+// multiplier's definition, 2^(127 - e) exactly, for both formats' maxima.
+TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  std::vector<uint32_t> amax = amax_patterns();
+  while (amax.size() % 16 != 0) amax.push_back(0);
+  for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+    const float fp8_max = static_cast<float>(dtype_info(fp8).max_finite);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < amax.size(); i += 16) {
+      int32_t codes[16];
+      float mult[16];
+      kernels::cpu::avx512::e8m0_lanes(amax.data() + i, fp8_max, codes, mult);
+      for (int l = 0; l < 16; ++l) {
+        const uint32_t bits = amax[i + l];
+        const float value =
+            bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+        const uint8_t want = kernels::e8m0_scale_inv_from_amax(value, fp8_max);
+        const float want_mult = std::ldexp(1.0f, 127 - static_cast<int>(want));
+        if (codes[l] != want || f32_bits(mult[l]) != f32_bits(want_mult)) {
+          if (wrong++ < 5) {
+            ADD_FAILURE() << dtype_name(fp8) << " amax bits 0x" << std::hex << bits << std::dec
+                          << ": code " << codes[l] << " want " << int{want} << ", multiplier "
+                          << mult[l] << " want " << want_mult;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << dtype_name(fp8);
+  }
+  // The multiplier for every code, 254 (2^-127, an f32 subnormal) included.
+  for (int e0 = 0; e0 < 256; e0 += 16) {
+    alignas(64) int32_t e[16];
+    for (int l = 0; l < 16; ++l) e[l] = std::min(e0 + l, 254);
+    float mult[16];
+    kernels::cpu::avx512::e8m0_multipliers(e, mult);
+    for (int l = 0; l < 16; ++l) {
+      EXPECT_EQ(f32_bits(mult[l]), f32_bits(std::ldexp(1.0f, 127 - e[l]))) << "code " << e[l];
     }
   }
 }
@@ -92,9 +152,11 @@ void expect_same(const std::vector<uint8_t>& got, const std::vector<uint8_t>& wa
 }
 
 // Shapes with tails: columns not a multiple of 16, 32 or 64, rows not a multiple of 32 or
-// 64, one row, one column, and one above the threading threshold (2^16 elements).
-constexpr int64_t kShapes[][2] = {{1, 1},  {3, 33},    {33, 100}, {64, 64},
-                                  {97, 1}, {130, 257}, {200, 96}, {300, 420}};
+// 64, one row, one column, one above the threading threshold (2^16 elements); rows of the
+// MX path's groups of 16 blocks (512 values) and 8 blocks: 512 + 256 + 32, 2 x 512 + 76,
+// 3 x 512.
+constexpr int64_t kShapes[][2] = {{1, 1},    {3, 33},    {33, 100}, {64, 64},  {97, 1},  {130, 257},
+                                  {200, 96}, {300, 420}, {3, 800},  {5, 1100}, {2, 1536}};
 
 TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";

@@ -3,7 +3,7 @@
 // ±Inf, ±0, f32 subnormals, FP8 subnormals, ties, the overflow boundary), and the
 // quantize kernels' encode loop built on it (kernels/cpu/quantize_cpu.cpp's avx512
 // variant). Only included on x86-64 GCC/clang; the functions carry their own target.
-// defines: cpu::avx512::encode16, cpu::avx512::encode_run
+// defines: cpu::avx512::encode16, cpu::avx512::count16, cpu::avx512::encode_run
 #pragma once
 
 #include <cstdint>
@@ -78,6 +78,27 @@ OCTET_AVX512_INLINE __m512 scale16(const float* scale, int64_t i, __mmask16 k) {
   return _mm512_maskz_loadu_ps(k, scale + i);
 }
 
+// The counts of encode_run for one vector: x, v = x * scale and v's codes; adds one to
+// the lanes of `sat` whose finite x has |v| at or past the format's overflow boundary and
+// to those of `flush` whose nonzero finite x got the code ±0 (lanes read as x = 0: neither).
+template <bool kE4M3>
+OCTET_AVX512_INLINE void count16(__m512 xv, __m512 v, __m512i code, __m512i& sat, __m512i& flush) {
+  // E4M3: 464 (halfway to 480) rounds to even, i.e. down to 448; E5M2: 61440 (halfway
+  // from 57344 to 65536) rounds to even, i.e. up to Inf.
+  constexpr uint32_t overflow_bits = kE4M3 ? f32_bits(464.0f) + 1 : f32_bits(61440.0f);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i xm = _mm512_and_si512(_mm512_castps_si512(xv), abs_mask);
+  const __m512i vm = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+  const __mmask16 finite = _mm512_cmplt_epu32_mask(xm, _mm512_set1_epi32(0x7F800000));
+  const __mmask16 over =
+      _mm512_mask_cmpge_epu32_mask(finite, vm, _mm512_set1_epi32(static_cast<int>(overflow_bits)));
+  const __mmask16 nonzero = _mm512_mask_test_epi32_mask(finite, xm, xm);
+  const __mmask16 zero = _mm512_mask_testn_epi32_mask(nonzero, code, _mm512_set1_epi32(0x7F));
+  sat = _mm512_mask_add_epi32(sat, over, sat, one);
+  flush = _mm512_mask_add_epi32(flush, zero, flush, one);
+}
+
 // out[i] = code of x[i] * scale (scale: one float, or one per element). With kCount,
 // also adds to `saturated` the finite x whose |x * scale| is at or past the
 // format's overflow boundary, and to `flushed` the nonzero finite x whose code is ±0
@@ -86,7 +107,6 @@ template <class In, bool kE4M3, bool kCount, class Scale>
 inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __restrict out,
                                            int64_t n, Scale scale, bool saturate,
                                            uint64_t& saturated, uint64_t& flushed) {
-  constexpr uint32_t overflow_bits = kE4M3 ? f32_bits(464.0f) + 1 : f32_bits(61440.0f);
   constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   static_assert(f.overflow_code == f.max_code + 1);
@@ -95,7 +115,6 @@ inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __re
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t end = n - begin > kChunk ? begin + kChunk : n;
     __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
-    const __m512i one = _mm512_set1_epi32(1);
     for (int64_t i = begin; i < end; i += 16) {
       const __mmask16 k =
           end - i >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (end - i)) - 1);
@@ -103,19 +122,7 @@ inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __re
       const __m512 v = _mm512_mul_ps(xv, scale16(scale, i, k));
       const __m512i code = encode16<kE4M3>(v, limit);
       _mm512_mask_cvtepi32_storeu_epi8(out + i, k, code);
-      if constexpr (kCount) {
-        // Masked-off lanes read x = 0: neither saturated nor flushed.
-        const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-        const __m512i xm = _mm512_and_si512(_mm512_castps_si512(xv), abs_mask);
-        const __m512i vm = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
-        const __mmask16 finite = _mm512_cmplt_epu32_mask(xm, _mm512_set1_epi32(0x7F800000));
-        const __mmask16 over = _mm512_mask_cmpge_epu32_mask(
-            finite, vm, _mm512_set1_epi32(static_cast<int>(overflow_bits)));
-        const __mmask16 nonzero = _mm512_mask_test_epi32_mask(finite, xm, xm);
-        const __mmask16 zero = _mm512_mask_testn_epi32_mask(nonzero, code, _mm512_set1_epi32(0x7F));
-        sat = _mm512_mask_add_epi32(sat, over, sat, one);
-        flush = _mm512_mask_add_epi32(flush, zero, flush, one);
-      }
+      if constexpr (kCount) count16<kE4M3>(xv, v, code, sat, flush);
     }
     if constexpr (kCount) {
       saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));

@@ -26,6 +26,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
+#include "kernels/cpu/mx_blocks_avx512.h"
 #endif
 #include "kernels/cpu/isa.h"
 
@@ -205,6 +206,15 @@ struct Band {
                                          int64_t bc, uint8_t* out, void* scale_inv, Stats* st) {
     const In* x = static_cast<const In*>(xv);
     const int64_t nb = (cols + bc - 1) / bc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (kAvx512) {
+      if (h == 1 && bc == 32 && j.e8m0) {  // MX: kernels/cpu/mx_blocks_avx512.h
+        avx512::mx_row<In, kE4M3, kCount>(x, cols, out, static_cast<uint8_t*>(scale_inv), j.fp8_max,
+                                          j.saturate, st->amax_bits, st->saturated, st->flushed);
+        return;
+      }
+    }
+#endif
     if (h == 1 && bc < kNarrowBlock) {
       // 1xN tiles and MX: block amaxes and scales for a run of blocks, then one
       // encode loop over the run with a multiplier per element, so that short blocks
