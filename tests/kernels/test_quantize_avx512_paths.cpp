@@ -1,8 +1,9 @@
 // tests/kernels/test_quantize_avx512_paths.cpp: the AVX-512-only paths of the CPU quantize
-// (kernels/cpu/byte_transpose_avx512.h's tile transpose; the vector MX blocks) against the
-// paths they replace, byte for byte: the tile transpose against a plain loop on every tile
-// size, and quantize() under OCTET_CPU_ISA=avx512 against the avx2 variant (the scalar
-// blocks, the 8 x 8 transposes) on every grid, both formats and inputs, ragged shapes, with
+// (kernels/cpu/byte_transpose_avx512.h's tile transpose, block_scales_avx512.h's vector
+// scales, mx_blocks_avx512.h's MX rows) against the paths they replace, byte for byte: the
+// tile transpose against a plain loop on every tile size, the scales against the scalar
+// code on every amax class, and quantize() under OCTET_CPU_ISA=avx512 against the avx2 variant (the
+// scalar blocks, the 8 x 8 transposes) on every grid, both formats and inputs, ragged shapes, with
 // zeros, ±Inf, NaNs, FP8 subnormals and values past the format's max in the input.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include "kernels/quantize_testing.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/block_scales_avx512.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/mx_blocks_avx512.h"
 
@@ -116,6 +118,35 @@ TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
   }
 }
 
+// f32_scale_from_amax_bits against kernels/quantize.h's scale_from_amax (no margin), with and
+// without power-of-two scales, for both formats' maxima.
+TEST(BlockScalesAvx512, F32ScalesMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  std::vector<uint32_t> amax = amax_patterns();
+  while (amax.size() % 16 != 0) amax.push_back(0);
+  for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+    const float fp8_max = static_cast<float>(dtype_info(fp8).max_finite);
+    for (bool pow2 : {false, true}) {
+      int64_t wrong = 0;
+      for (size_t i = 0; i < amax.size(); i += 16) {
+        float scale[16];
+        kernels::cpu::avx512::scale_lanes(amax.data() + i, fp8_max, pow2, scale);
+        for (int l = 0; l < 16; ++l) {
+          const uint32_t bits = amax[i + l];
+          const float value =
+              bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+          const float want = kernels::scale_from_amax(value, fp8_max, 0, pow2);
+          if (f32_bits(scale[l]) != f32_bits(want) && wrong++ < 5) {
+            ADD_FAILURE() << dtype_name(fp8) << (pow2 ? " pow2" : "") << " amax bits 0x" << std::hex
+                          << bits << std::dec << ": " << scale[l] << " want " << want;
+          }
+        }
+      }
+      EXPECT_EQ(wrong, 0) << dtype_name(fp8) << (pow2 ? " pow2" : "");
+    }
+  }
+}
+
 // Random values with the special ones mixed in: ±0, ±Inf, NaN, values past E5M2's max,
 // f32 subnormals and values that land in the FP8 subnormals (blocks with a huge neighbour).
 std::vector<float> inputs(int64_t n, DType in, testing::Rng& rng) {
@@ -165,9 +196,11 @@ TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
     for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
       SCOPED_TRACE(qc.name() + " " + std::to_string(rows) + "x" + std::to_string(cols));
       const std::vector<float> x = inputs(rows * cols, qc.in, rng);
+      // Both overflow modes; power-of-two f32 scales with the second.
       for (Overflow overflow : {Overflow::saturate, Overflow::nonfinite}) {
         QuantizeRun run = testing::make_run(qc.grid, qc.fp8, qc.in, true);
         run.overflow = overflow;
+        run.power_of_two_scales = !qc.grid.e8m0 && overflow == Overflow::nonfinite;
         Quantized want, got;
         {
           testing::ScopedEnv isa("OCTET_CPU_ISA", "avx2");

@@ -1,16 +1,16 @@
 // kernels/cpu/mx_blocks_avx512.h: the MX row-wise quantize (1 x 32 blocks, E8M0 scales) of
 // one row with AVX-512 vector ops only: sixteen blocks at a time, their amaxes reduced into
-// one vector, their E8M0 codes and multipliers computed lane-wise, bit for bit
-// kernels/quantize.h's e8m0_scale_inv_from_amax and quantize_cpu.cpp's e8m0_reciprocal
-// (the avx512 variant's Band::run for MX; the scalar per-block loop stays for the others).
-// Only included on x86-64 GCC/clang; the functions carry their own target.
-// defines: cpu::avx512::e8m0_from_amax_bits, cpu::avx512::e8m0_multiplier, cpu::avx512::mx_row,
-//          cpu::avx512::e8m0_lanes, cpu::avx512::e8m0_multipliers (for tests)
+// one vector, their E8M0 codes and multipliers computed lane-wise
+// (kernels/cpu/block_scales_avx512.h), the avx512 variant's Band::run for MX (the scalar
+// per-block loop stays for the others). Only included on x86-64 GCC/clang; the functions
+// carry their own target.
+// defines: cpu::avx512::mx_row
 #pragma once
 
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cpu/block_scales_avx512.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
 #include "kernels/cpu/intrinsics.h"
 
@@ -18,48 +18,6 @@ namespace octet::kernels::cpu::avx512 {
 
 #define OCTET_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define OCTET_AVX512_INLINE [[gnu::always_inline]] inline OCTET_AVX512_TARGET
-
-// E8M0 codes of 16 amaxes given as the bits of |x| (NaN above Inf, as the quantize loops
-// keep them) for a format whose largest finite value is fp8_max (a normal f32):
-// zero, Inf and NaN give 127 (2^0), f32 subnormals 0; a normal amax with exponent field E
-// and mantissa field M gives E - E(fp8_max) + 127, plus one when M > M(fp8_max) (amax is
-// then above fp8_max * 2^(E - E(fp8_max)), whose mantissa is fp8_max's), clamped to
-// [0, 254]: the scalar's ceil(log2(amax / fp8_max)) + 127, without its float products.
-OCTET_AVX512_INLINE __m512i e8m0_from_amax_bits(__m512i m, float fp8_max) {
-  const int max_bits = static_cast<int>(f32_bits(fp8_max));
-  const __m512i mant_mask = _mm512_set1_epi32(0x007FFFFF);
-  __m512i e = _mm512_add_epi32(_mm512_srli_epi32(m, 23), _mm512_set1_epi32(127 - (max_bits >> 23)));
-  const __mmask16 up = _mm512_cmpgt_epi32_mask(_mm512_and_si512(m, mant_mask),
-                                               _mm512_set1_epi32(max_bits & 0x007FFFFF));
-  e = _mm512_mask_add_epi32(e, up, e, _mm512_set1_epi32(1));
-  e = _mm512_min_epi32(_mm512_max_epi32(e, _mm512_setzero_si512()), _mm512_set1_epi32(254));
-  const __m512i min_normal = _mm512_set1_epi32(0x00800000);
-  const __mmask16 subnormal =
-      _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(m, m), m, min_normal);
-  const __mmask16 unit = _mm512_kor(_mm512_testn_epi32_mask(m, m),
-                                    _mm512_cmpge_epu32_mask(m, _mm512_set1_epi32(0x7F800000)));
-  e = _mm512_mask_mov_epi32(e, subnormal, _mm512_setzero_si512());
-  return _mm512_mask_mov_epi32(e, unit, _mm512_set1_epi32(127));
-}
-
-// The multiplier for E8M0 codes e (0..254): exactly 2^(127 - e), that is the f32 with
-// exponent field 254 - e, or the subnormal 2^-127 (bits 0x00400000) for e = 254.
-OCTET_AVX512_INLINE __m512 e8m0_multiplier(__m512i e) {
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), e), 23);
-  const __mmask16 last = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(254));
-  return _mm512_castsi512_ps(_mm512_mask_mov_epi32(normal, last, _mm512_set1_epi32(0x00400000)));
-}
-
-// For tests: the codes and multipliers of 16 amax bit patterns, through memory.
-inline OCTET_AVX512_TARGET void e8m0_lanes(const uint32_t* amax_bits, float fp8_max, int32_t* codes,
-                                           float* mult) {
-  const __m512i e = e8m0_from_amax_bits(_mm512_loadu_si512(amax_bits), fp8_max);
-  _mm512_storeu_si512(codes, e);
-  _mm512_storeu_ps(mult, e8m0_multiplier(e));
-}
-inline OCTET_AVX512_TARGET void e8m0_multipliers(const int32_t* codes, float* mult) {
-  _mm512_storeu_ps(mult, e8m0_multiplier(_mm512_loadu_si512(codes)));
-}
 
 // Lane i of the result: the max over the 32 lanes of a[2i] and a[2i + 1] (unsigned). Pairs
 // of vectors are folded at 256, 128, 64 and 32 bits; the folds leave block 4j + L in lane
