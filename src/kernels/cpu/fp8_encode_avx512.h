@@ -139,6 +139,31 @@ inline OCTET_AVX512_TARGET void encode_tile(const In* __restrict x, int64_t x_st
                                             uint8_t* __restrict out, int64_t out_stride,
                                             int64_t rows, int64_t cols, RowScale row_scale,
                                             bool saturate) {
+  if (cols == 64) {
+    // Full tile rows (the common case): four vectors a row, the four scale vectors kept in
+    // registers while consecutive rows share them (rows of one band).
+    constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+    const __m512i limit =
+        _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
+    const float* current = nullptr;
+    __m512 s[4];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* scale = static_cast<const float*>(row_scale(r));
+      if (scale != current) {
+        current = scale;
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
+      }
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512 xv = load16(x + r * x_stride + 16 * v, __mmask16{0xFFFF});
+        const __m512i code = encode16<kE4M3>(_mm512_mul_ps(xv, s[v]), limit);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride + 16 * v),
+                         _mm512_cvtepi32_epi8(code));
+      }
+    }
+    return;
+  }
   uint64_t unused = 0;
   for (int64_t r = 0; r < rows; ++r) {
     encode_run<In, kE4M3, false>(x + r * x_stride, out + r * out_stride, cols,
