@@ -3,7 +3,7 @@
 // ±Inf, ±0, f32 subnormals, FP8 subnormals, ties, the overflow boundary), and the
 // quantize kernels' encode loop built on it (kernels/cpu/quantize_cpu.cpp's avx512
 // variant). Only included on x86-64 GCC/clang; the functions carry their own target.
-// defines: cpu::avx512::encode16, cpu::avx512::encode_run
+// defines: cpu::avx512::encode16, cpu::avx512::count16, cpu::avx512::encode_run
 #pragma once
 
 #include <cstdint>
@@ -94,30 +94,37 @@ OCTET_AVX512_INLINE void store16(uint8_t* out, __mmask16 k, __m512i code) {
   }
 }
 
+// The counts of encode_run for one vector: x, v = x * scale and v's codes; adds one to
+// the lanes of `sat` whose finite x has |v| at or past the format's overflow boundary and
+// to those of `flush` whose nonzero finite x got the code ±0 (lanes read as x = 0: neither).
+template <bool kE4M3>
+OCTET_AVX512_INLINE void count16(__m512 xv, __m512 v, __m512i code, __m512i& sat, __m512i& flush) {
+  // E4M3: 464 (halfway to 480) rounds to even, i.e. down to 448; E5M2: 61440 (halfway
+  // from 57344 to 65536) rounds to even, i.e. up to Inf.
+  constexpr uint32_t overflow_bits = kE4M3 ? f32_bits(464.0f) + 1 : f32_bits(61440.0f);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i xm = _mm512_and_si512(_mm512_castps_si512(xv), abs_mask);
+  const __m512i vm = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+  const __mmask16 finite = _mm512_cmplt_epu32_mask(xm, _mm512_set1_epi32(0x7F800000));
+  const __mmask16 over =
+      _mm512_mask_cmpge_epu32_mask(finite, vm, _mm512_set1_epi32(static_cast<int>(overflow_bits)));
+  const __mmask16 nonzero = _mm512_mask_test_epi32_mask(finite, xm, xm);
+  const __mmask16 zero = _mm512_mask_testn_epi32_mask(nonzero, code, _mm512_set1_epi32(0x7F));
+  sat = _mm512_mask_add_epi32(sat, over, sat, one);
+  flush = _mm512_mask_add_epi32(flush, zero, flush, one);
+}
+
 // One step of encode_run: 16 values at i (kFull) or the n < 16 of the tail mask k.
 template <bool kFull, class In, bool kE4M3, bool kCount, class Scale>
 OCTET_AVX512_INLINE void encode_step(const In* __restrict x, uint8_t* __restrict out, int64_t i,
                                      __mmask16 k, Scale scale, __m512i limit, __m512i& sat,
                                      __m512i& flush) {
-  constexpr uint32_t overflow_bits = kE4M3 ? f32_bits(464.0f) + 1 : f32_bits(61440.0f);
   const __m512 xv = load16<kFull>(x + i, k);
   const __m512 v = _mm512_mul_ps(xv, scale16<kFull>(scale, i, k));
   const __m512i code = encode16<kE4M3>(v, limit);
   store16<kFull>(out + i, k, code);
-  if constexpr (kCount) {
-    // Masked-off lanes read x = 0: neither saturated nor flushed.
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-    const __m512i xm = _mm512_and_si512(_mm512_castps_si512(xv), abs_mask);
-    const __m512i vm = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
-    const __mmask16 finite = _mm512_cmplt_epu32_mask(xm, _mm512_set1_epi32(0x7F800000));
-    const __mmask16 over = _mm512_mask_cmpge_epu32_mask(
-        finite, vm, _mm512_set1_epi32(static_cast<int>(overflow_bits)));
-    const __mmask16 nonzero = _mm512_mask_test_epi32_mask(finite, xm, xm);
-    const __mmask16 zero = _mm512_mask_testn_epi32_mask(nonzero, code, _mm512_set1_epi32(0x7F));
-    sat = _mm512_mask_add_epi32(sat, over, sat, one);
-    flush = _mm512_mask_add_epi32(flush, zero, flush, one);
-  }
+  if constexpr (kCount) count16<kE4M3>(xv, v, code, sat, flush);
 }
 
 // out[i] = code of x[i] * scale (scale: one float, or one per element). With kCount,
@@ -159,6 +166,31 @@ inline OCTET_AVX512_TARGET void encode_tile(const In* __restrict x, int64_t x_st
                                             uint8_t* __restrict out, int64_t out_stride,
                                             int64_t rows, int64_t cols, RowScale row_scale,
                                             bool saturate) {
+  if (cols == 64) {
+    // Full tile rows (the common case): four vectors a row, the four scale vectors kept in
+    // registers while consecutive rows share them (rows of one band).
+    constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+    const __m512i limit =
+        _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
+    const float* current = nullptr;
+    __m512 s[4];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* scale = static_cast<const float*>(row_scale(r));
+      if (scale != current) {
+        current = scale;
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
+      }
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512 xv = load16<true>(x + r * x_stride + 16 * v, __mmask16{0xFFFF});
+        const __m512i code = encode16<kE4M3>(_mm512_mul_ps(xv, s[v]), limit);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride + 16 * v),
+                         _mm512_cvtepi32_epi8(code));
+      }
+    }
+    return;
+  }
   uint64_t unused = 0;
   for (int64_t r = 0; r < rows; ++r) {
     encode_run<In, kE4M3, false>(x + r * x_stride, out + r * out_stride, cols,

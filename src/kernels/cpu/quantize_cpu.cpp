@@ -24,7 +24,10 @@
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/block_scales_avx512.h"
+#include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
+#include "kernels/cpu/mx_blocks_avx512.h"
 #endif
 #include "kernels/cpu/isa.h"
 
@@ -204,6 +207,15 @@ struct Band {
                                          int64_t bc, uint8_t* out, void* scale_inv, Stats* st) {
     const In* x = static_cast<const In*>(xv);
     const int64_t nb = (cols + bc - 1) / bc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (kAvx512) {
+      if (h == 1 && bc == 32 && j.e8m0) {  // MX: kernels/cpu/mx_blocks_avx512.h
+        avx512::mx_row<In, kE4M3, kCount>(x, cols, out, static_cast<uint8_t*>(scale_inv), j.fp8_max,
+                                          j.saturate, st->amax_bits, st->saturated, st->flushed);
+        return;
+      }
+    }
+#endif
     if (h == 1 && bc < kNarrowBlock) {
       // 1xN tiles and MX: block amaxes and scales for a run of blocks, then one
       // encode loop over the run with a multiplier per element, so that short blocks
@@ -298,9 +310,16 @@ struct Transposed {
   [[gnu::always_inline]] static void run(const Job& j, const TransposedTask& t) {
     const In* x = static_cast<const In*>(t.x);
     const int64_t nbands = (t.h + t.block_h - 1) / t.block_h;
-    // w <= kTile when blocks are narrower than a tile, else w == one block.
-    std::array<std::array<uint32_t, kTile>, kMaxBands> block_max{};
-    std::array<std::array<float, kTile>, kMaxBands> block_mult;
+    // w <= kTile when blocks are narrower than a tile, else w == one block. Every grid that
+    // gets here but unusual ones has blocks one column of x wide (block_w == 1: rows, 1xN,
+    // MX): their loops below index blocks by column, without a division.
+    const int64_t nb = (t.w + t.block_w - 1) / t.block_w;
+    const bool unit_w = t.block_w == 1;
+    alignas(64) uint32_t block_max[kMaxBands][kTile];
+    alignas(64) float block_mult[kMaxBands][kTile];
+    for (int64_t band = 0; band < nbands; ++band) {
+      for (int64_t b = 0; b < nb; ++b) block_max[band][b] = 0;
+    }
     for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
       for (int64_t band = 0; band < nbands; ++band) {
@@ -310,30 +329,54 @@ struct Transposed {
           const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0 + s0;
           for (int64_t c = 0; c < sw; ++c) col_max[c] = std::max(col_max[c], mag_bits(row[c]));
         }
-        for (int64_t c = 0; c < sw; ++c) {
-          uint32_t& m = block_max[band][(s0 + c) / t.block_w];
-          m = std::max(m, col_max[c]);
+        uint32_t* __restrict m = block_max[band];
+        if (unit_w) {
+          for (int64_t c = 0; c < sw; ++c) m[s0 + c] = std::max(m[s0 + c], col_max[c]);
+        } else {
+          for (int64_t c = 0; c < sw; ++c) {
+            m[(s0 + c) / t.block_w] = std::max(m[(s0 + c) / t.block_w], col_max[c]);
+          }
         }
       }
     }
-    const int64_t nb = (t.w + t.block_w - 1) / t.block_w;
     for (int64_t band = 0; band < nbands; ++band) {
+      const int64_t first = t.c0 / t.block_w * t.scale_cols + t.band + band;  // of block 0
+#if defined(__x86_64__) && defined(__GNUC__)
+      if constexpr (kAvx512) {  // kernels/cpu/block_scales_avx512.h, 16 blocks at a time
+        alignas(64) uint32_t inv[kTile];
+        avx512::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band], inv);
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t index = first + b * t.scale_cols;
+          if (j.e8m0) {
+            static_cast<uint8_t*>(t.scale_inv_t)[index] = static_cast<uint8_t>(inv[b]);
+          } else {
+            static_cast<uint32_t*>(t.scale_inv_t)[index] = inv[b];
+          }
+        }
+        continue;
+      }
+#endif
       for (int64_t b = 0; b < nb; ++b) {
-        const int64_t index = (t.c0 / t.block_w + b) * t.scale_cols + t.band + band;
-        block_mult[band][b] = block_scale(j, block_max[band][b], t.scale_inv_t, index);
+        block_mult[band][b] =
+            block_scale(j, block_max[band][b], t.scale_inv_t, first + b * t.scale_cols);
       }
     }
     for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
       alignas(64) float col_scale[kMaxBands][kTile];
       for (int64_t band = 0; band < nbands; ++band) {
-        for (int64_t c = 0; c < sw; ++c)
-          col_scale[band][c] = block_mult[band][(s0 + c) / t.block_w];
+        if (unit_w) {
+          for (int64_t c = 0; c < sw; ++c) col_scale[band][c] = block_mult[band][s0 + c];
+        } else {
+          for (int64_t c = 0; c < sw; ++c)
+            col_scale[band][c] = block_mult[band][(s0 + c) / t.block_w];
+        }
       }
       for (int64_t r1 = 0; r1 < t.h; r1 += kTile) {
         const int64_t th = std::min(kTile, t.h - r1);
         alignas(64) uint8_t tile[kTile * kTile];
-        if (th < kTile || sw < kTile) std::memset(tile, 0, sizeof(tile));  // no stray bytes
+        // No stray bytes in the 8 x 8 blocks (the avx512 transpose reads only th x sw).
+        if (!kAvx512 && (th < kTile || sw < kTile)) std::memset(tile, 0, sizeof(tile));
         const In* tile_x = x + (t.r0 + r1) * t.cols + t.c0 + s0;
         auto row_scale = [&](int64_t r) -> const float* {
           return col_scale[(r1 + r) / t.block_h % kMaxBands];
@@ -354,11 +397,18 @@ struct Transposed {
             }
           }
         }
+        uint8_t* tile_out = t.data_t + (t.c0 + s0) * t.rows + t.r0 + r1;
+#if defined(__x86_64__) && defined(__GNUC__)
+        if constexpr (kAvx512) {
+          // Only the th x sw bytes encoded above are read.
+          avx512::transpose_tile64(tile, kTile, th, sw, tile_out, t.rows);
+          continue;
+        }
+#endif
         alignas(64) uint8_t tile_t[kTile * kTile];
         transpose_tile(tile, tile_t);
         for (int64_t c = 0; c < sw; ++c) {
-          std::memcpy(t.data_t + (t.c0 + s0 + c) * t.rows + t.r0 + r1, tile_t + c * kTile,
-                      static_cast<size_t>(th));
+          std::memcpy(tile_out + c * t.rows, tile_t + c * kTile, static_cast<size_t>(th));
         }
       }
     }

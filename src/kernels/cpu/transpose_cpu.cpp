@@ -6,6 +6,10 @@
 
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/byte_transpose_avx512.h"
+#endif
+#include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
 namespace {
@@ -75,6 +79,24 @@ void transpose_typed(const void* src, void* dst, int64_t rows, int64_t cols) {
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// Bytes where AVX-512 is usable: each tile straight from src to dst in registers
+// (kernels/cpu/byte_transpose_avx512.h), no tile buffer.
+void transpose_u8_avx512(const void* src, void* dst, int64_t rows, int64_t cols) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
+  for (int64_t tc = 0; tc < col_tiles; ++tc) {
+    for (int64_t tr = 0; tr < row_tiles; ++tr) {
+      const int64_t r0 = tr * kTile, c0 = tc * kTile;
+      avx512::transpose_tile64(s + r0 * cols + c0, cols, std::min(kTile, rows - r0),
+                               std::min(kTile, cols - c0), d + c0 * rows + r0, rows);
+    }
+  }
+}
+#endif
+
 // Element sizes without a typed path (none today): one memcpy per element.
 void transpose_bytes(const void* src, void* dst, int64_t rows, int64_t cols, size_t size) {
   const auto* s = static_cast<const char*>(src);
@@ -93,6 +115,11 @@ void transpose(const Tensor& src, const Tensor& dst) {
   const int64_t rows = src.rows(), cols = src.cols();
   switch (dtype_size(src.dtype)) {
     case 1:
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (usable_isa("transpose") == Isa::avx512) {
+        return transpose_u8_avx512(src.data, dst.data, rows, cols);
+      }
+#endif
       return transpose_typed<uint8_t>(src.data, dst.data, rows, cols);
     case 2:
       return transpose_typed<uint16_t>(src.data, dst.data, rows, cols);

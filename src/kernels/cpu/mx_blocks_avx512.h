@@ -1,0 +1,137 @@
+// kernels/cpu/mx_blocks_avx512.h: the MX row-wise quantize (1 x 32 blocks, E8M0 scales) of
+// one row with AVX-512 vector ops only: sixteen blocks at a time, their amaxes reduced into
+// one vector, their E8M0 codes and multipliers computed lane-wise
+// (kernels/cpu/block_scales_avx512.h), the avx512 variant's Band::run for MX (the scalar
+// per-block loop stays for the others). Only included on x86-64 GCC/clang; the functions
+// carry their own target.
+// defines: cpu::avx512::mx_row
+#pragma once
+
+#include <cstdint>
+
+#include "core/convert.h"
+#include "kernels/cpu/block_scales_avx512.h"
+#include "kernels/cpu/fp8_encode_avx512.h"
+#include "kernels/cpu/intrinsics.h"
+
+namespace octet::kernels::cpu::avx512 {
+
+#define OCTET_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define OCTET_AVX512_INLINE [[gnu::always_inline]] inline OCTET_AVX512_TARGET
+
+// Lane i of the result: the max over the 32 lanes of a[2i] and a[2i + 1] (unsigned). Pairs
+// of vectors are folded at 256, 128, 64 and 32 bits; the folds leave block 4j + L in lane
+// 4L + j, which one permute puts back in order.
+OCTET_AVX512_INLINE __m512i block_max16(const __m512i* a) {
+  __m512i m[16], p[8], q[4], r[2];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) m[b] = _mm512_max_epu32(a[2 * b], a[2 * b + 1]);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {  // lanes 0-7: block 2i, 8-15: block 2i + 1
+    p[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2 * i], m[2 * i + 1], 0x44),
+                            _mm512_shuffle_i32x4(m[2 * i], m[2 * i + 1], 0xEE));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {  // 128-bit lane L: block 4i + L
+    q[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(p[2 * i], p[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(p[2 * i], p[2 * i + 1], 0xDD));
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {  // lane L: blocks L, 4 + L, L, 4 + L (of the pair's 8)
+    r[i] = _mm512_max_epu32(_mm512_unpacklo_epi32(q[2 * i], q[2 * i + 1]),
+                            _mm512_unpackhi_epi32(q[2 * i], q[2 * i + 1]));
+  }
+  const __m512i t =
+      _mm512_max_epu32(_mm512_unpacklo_epi64(r[0], r[1]), _mm512_unpackhi_epi64(r[0], r[1]));
+  // t[4L + j] = block 4j + L, so block b sits in lane 4 (b % 4) + b / 4.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, t);
+}
+
+// |x| bits of 16 inputs (masked-off lanes: 0; kFull: all 16, a plain load).
+template <bool kFull, class In>
+OCTET_AVX512_INLINE __m512i mag16(const In* x, __mmask16 k) {
+  return _mm512_and_si512(_mm512_castps_si512(load16<kFull>(x, k)), _mm512_set1_epi32(0x7FFFFFFF));
+}
+
+// kVecs / 2 blocks (32 or 16 vectors of 16 values; n <= 16 kVecs values, kFull: n == 16 kVecs)
+// of mx_row.
+template <class In, bool kE4M3, bool kCount, int kVecs, bool kFull>
+OCTET_AVX512_INLINE void mx_group(const In* __restrict x, int64_t n, uint8_t* __restrict out,
+                                  uint8_t* __restrict scale_inv, float fp8_max, __m512i limit,
+                                  __m512i& row_max, __m512i& sat, __m512i& flush) {
+  static_assert(kVecs == 32 || kVecs == 16);
+  __mmask16 k[kVecs];
+#pragma GCC unroll 32
+  for (int i = 0; i < kVecs; ++i) {
+    const int64_t left = n - 16 * i;
+    k[i] = kFull || left >= 16
+               ? __mmask16{0xFFFF}
+               : (left <= 0 ? __mmask16{0} : static_cast<__mmask16>((1u << left) - 1));
+  }
+  __m512i mag[32];
+#pragma GCC unroll 32
+  for (int i = 0; i < 32; ++i)
+    mag[i] = i < kVecs ? mag16<kFull>(x + 16 * i, k[i]) : _mm512_setzero_si512();
+  const __m512i amax = block_max16(mag);
+  row_max = _mm512_max_epu32(row_max, amax);
+  const __m512i e = e8m0_from_amax_bits(amax, fp8_max);
+  const __mmask16 blocks = kFull ? static_cast<__mmask16>((1u << kVecs / 2) - 1)
+                                 : static_cast<__mmask16>((1u << ((n + 31) / 32)) - 1);
+  _mm512_mask_cvtepi32_storeu_epi8(scale_inv, blocks, e);
+  const __m512 mult = e8m0_multiplier(e);
+#pragma GCC unroll 32
+  for (int i = 0; i < kVecs; ++i) {
+    const __m512 xv = load16<kFull>(x + 16 * i, k[i]);
+    const __m512 v = _mm512_mul_ps(xv, _mm512_permutexvar_ps(_mm512_set1_epi32(i / 2), mult));
+    const __m512i code = encode16<kE4M3>(v, limit);
+    store16<kFull>(out + 16 * i, k[i], code);
+    if constexpr (kCount) count16<kE4M3>(xv, v, code, sat, flush);
+  }
+}
+
+// One row of `cols` values quantized in MX blocks of 32: out[c] the code of x[c] times its
+// block's multiplier, scale_inv[b] the block's E8M0 code; amax_bits takes the max |x| bits,
+// and with kCount saturated/flushed as encode_run counts them.
+template <class In, bool kE4M3, bool kCount>
+inline OCTET_AVX512_TARGET void mx_row(const In* __restrict x, int64_t cols,
+                                       uint8_t* __restrict out, uint8_t* __restrict scale_inv,
+                                       float fp8_max, bool saturate, uint32_t& amax_bits,
+                                       uint64_t& saturated, uint64_t& flushed) {
+  constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
+  constexpr int64_t kGroup = 16 * 32;  // sixteen blocks
+  __m512i row_max = _mm512_setzero_si512();
+  // Counts per lane, summed every kChunk values (at most 2^16 per lane in between).
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t chunk = 0; chunk < cols; chunk += kChunk) {
+    const int64_t end = cols - chunk > kChunk ? chunk + kChunk : cols;
+    __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
+    int64_t c0 = chunk;
+    for (; end - c0 >= kGroup; c0 += kGroup) {
+      mx_group<In, kE4M3, kCount, 32, true>(x + c0, kGroup, out + c0, scale_inv + c0 / 32, fp8_max,
+                                            limit, row_max, sat, flush);
+    }
+    // Rows of 256 values (a common width) and the tail: groups of eight blocks.
+    if (end - c0 >= kGroup / 2) {
+      mx_group<In, kE4M3, kCount, 16, true>(x + c0, kGroup / 2, out + c0, scale_inv + c0 / 32,
+                                            fp8_max, limit, row_max, sat, flush);
+      c0 += kGroup / 2;
+    }
+    if (c0 < end) {
+      mx_group<In, kE4M3, kCount, 16, false>(x + c0, end - c0, out + c0, scale_inv + c0 / 32,
+                                             fp8_max, limit, row_max, sat, flush);
+    }
+    if constexpr (kCount) {
+      saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));
+      flushed += static_cast<uint64_t>(_mm512_reduce_add_epi32(flush));
+    }
+  }
+  const uint32_t m = static_cast<uint32_t>(_mm512_reduce_max_epu32(row_max));
+  if (m > amax_bits) amax_bits = m;
+}
+
+#undef OCTET_AVX512_INLINE
+#undef OCTET_AVX512_TARGET
+
+}  // namespace octet::kernels::cpu::avx512

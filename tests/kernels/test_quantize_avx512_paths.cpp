@@ -1,0 +1,228 @@
+// tests/kernels/test_quantize_avx512_paths.cpp: the AVX-512-only paths of the CPU quantize
+// (kernels/cpu/byte_transpose_avx512.h's tile transpose, block_scales_avx512.h's vector
+// scales, mx_blocks_avx512.h's MX rows) against the paths they replace, byte for byte: the
+// tile transpose against a plain loop on every tile size, the scales against the scalar
+// code on every amax class, and quantize() under OCTET_CPU_ISA=avx512 against the avx2 variant (the
+// scalar blocks, the 8 x 8 transposes) on every grid, both formats and inputs, ragged shapes, with
+// zeros, ±Inf, NaNs, FP8 subnormals and values past the format's max in the input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/convert.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/quantize.h"
+#include "kernels/quantize_testing.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/block_scales_avx512.h"
+#include "kernels/cpu/byte_transpose_avx512.h"
+#include "kernels/cpu/mx_blocks_avx512.h"
+
+namespace octet {
+namespace {
+
+using kernels::cpu::Isa;
+using testing::Quantized;
+using testing::QuantizeRun;
+
+bool has_avx512() {
+  return kernels::cpu::hardware_isa() == Isa::avx512;
+}
+
+// Every h x w tile (1..64 each) out of a larger matrix with an odd stride, into a larger
+// one: the w x h bytes must be the transpose, every other byte of dst untouched.
+TEST(ByteTransposeAvx512, EveryTileSizeMatchesAPlainLoop) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  testing::Rng rng(testing::fresh_seed());
+  constexpr int64_t kSrcLd = 77, kDstLd = 70;
+  std::vector<uint8_t> src(64 * kSrcLd);
+  for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> dst(64 * kDstLd);
+  for (int64_t h = 1; h <= 64; ++h) {
+    for (int64_t w = 1; w <= 64; ++w) {
+      std::memset(dst.data(), 0xA5, dst.size());
+      kernels::cpu::avx512::transpose_tile64(src.data() + 3, kSrcLd, h, w, dst.data(), kDstLd);
+      int64_t wrong = 0;
+      for (int64_t c = 0; c < 64; ++c) {
+        for (int64_t r = 0; r < kDstLd; ++r) {
+          const uint8_t want = c < w && r < h ? src[r * kSrcLd + 3 + c] : uint8_t{0xA5};
+          wrong += dst[c * kDstLd + r] != want;
+        }
+      }
+      ASSERT_EQ(wrong, 0) << "tile " << h << " x " << w;
+    }
+  }
+}
+
+// The amaxes to check the vector E8M0 codes on: every bf16 magnitude pattern (±0, subnormals,
+// every exponent, Inf, NaNs), and for every f32 exponent the mantissas around each format's
+// max (where the code steps up), the ends, and NaNs with low payload bits only.
+std::vector<uint32_t> amax_patterns() {
+  std::vector<uint32_t> m;
+  for (uint32_t b = 0; b < 0x8000; ++b) m.push_back(b << 16);
+  for (uint32_t e = 0; e <= 255; ++e) {
+    for (uint32_t mant : {0u, 1u, 2u, 0x3FFFFFu, 0x400000u, 0x5FFFFFu, 0x600000u, 0x600001u,
+                          0x7FFFFEu, 0x7FFFFFu}) {
+      m.push_back(e << 23 | mant);
+    }
+  }
+  return m;
+}
+
+// e8m0_from_amax_bits and e8m0_multiplier against kernels/quantize.h's scalar code and the
+// multiplier's definition, 2^(127 - e) exactly, for both formats' maxima.
+TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  std::vector<uint32_t> amax = amax_patterns();
+  while (amax.size() % 16 != 0) amax.push_back(0);
+  for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+    const float fp8_max = static_cast<float>(dtype_info(fp8).max_finite);
+    int64_t wrong = 0;
+    for (size_t i = 0; i < amax.size(); i += 16) {
+      int32_t codes[16];
+      float mult[16];
+      kernels::cpu::avx512::e8m0_lanes(amax.data() + i, fp8_max, codes, mult);
+      for (int l = 0; l < 16; ++l) {
+        const uint32_t bits = amax[i + l];
+        const float value =
+            bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+        const uint8_t want = kernels::e8m0_scale_inv_from_amax(value, fp8_max);
+        const float want_mult = std::ldexp(1.0f, 127 - static_cast<int>(want));
+        if (codes[l] != want || f32_bits(mult[l]) != f32_bits(want_mult)) {
+          if (wrong++ < 5) {
+            ADD_FAILURE() << dtype_name(fp8) << " amax bits 0x" << std::hex << bits << std::dec
+                          << ": code " << codes[l] << " want " << int{want} << ", multiplier "
+                          << mult[l] << " want " << want_mult;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << dtype_name(fp8);
+  }
+  // The multiplier for every code, 254 (2^-127, an f32 subnormal) included.
+  for (int e0 = 0; e0 < 256; e0 += 16) {
+    alignas(64) int32_t e[16];
+    for (int l = 0; l < 16; ++l) e[l] = std::min(e0 + l, 254);
+    float mult[16];
+    kernels::cpu::avx512::e8m0_multipliers(e, mult);
+    for (int l = 0; l < 16; ++l) {
+      EXPECT_EQ(f32_bits(mult[l]), f32_bits(std::ldexp(1.0f, 127 - e[l]))) << "code " << e[l];
+    }
+  }
+}
+
+// f32_scale_from_amax_bits against kernels/quantize.h's scale_from_amax (no margin), with and
+// without power-of-two scales, for both formats' maxima.
+TEST(BlockScalesAvx512, F32ScalesMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  std::vector<uint32_t> amax = amax_patterns();
+  while (amax.size() % 16 != 0) amax.push_back(0);
+  for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+    const float fp8_max = static_cast<float>(dtype_info(fp8).max_finite);
+    for (bool pow2 : {false, true}) {
+      int64_t wrong = 0;
+      for (size_t i = 0; i < amax.size(); i += 16) {
+        float scale[16];
+        kernels::cpu::avx512::scale_lanes(amax.data() + i, fp8_max, pow2, scale);
+        for (int l = 0; l < 16; ++l) {
+          const uint32_t bits = amax[i + l];
+          const float value =
+              bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+          const float want = kernels::scale_from_amax(value, fp8_max, 0, pow2);
+          if (f32_bits(scale[l]) != f32_bits(want) && wrong++ < 5) {
+            ADD_FAILURE() << dtype_name(fp8) << (pow2 ? " pow2" : "") << " amax bits 0x" << std::hex
+                          << bits << std::dec << ": " << scale[l] << " want " << want;
+          }
+        }
+      }
+      EXPECT_EQ(wrong, 0) << dtype_name(fp8) << (pow2 ? " pow2" : "");
+    }
+  }
+}
+
+// Random values with the special ones mixed in: ±0, ±Inf, NaN, values past E5M2's max,
+// f32 subnormals and values that land in the FP8 subnormals (blocks with a huge neighbour).
+std::vector<float> inputs(int64_t n, DType in, testing::Rng& rng) {
+  std::vector<float> x = testing::random_matrix(testing::Distribution::heavy_tailed, n, in, rng);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1e30f,
+                            -3e38f,
+                            1e-40f,
+                            0x1p-126f,
+                            1e-8f};
+  for (float& v : x) {
+    const uint64_t u = rng() % 64;
+    if (u < std::size(specials)) v = specials[u];
+    if (in == DType::bf16) v = bf16_to_f32(f32_to_bf16(v));
+  }
+  return x;
+}
+
+void expect_same(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                 const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t wrong = 0, first = got.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      ++wrong;
+      if (first == got.size()) first = i;
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << what << ": first difference at byte " << first;
+}
+
+// Shapes with tails: columns not a multiple of 16, 32 or 64, rows not a multiple of 32 or
+// 64, one row, one column, one above the threading threshold (2^16 elements); rows of the
+// MX path's groups of 16 blocks (512 values) and 8 blocks: 512 + 256 + 32, 2 x 512 + 76,
+// 3 x 512.
+constexpr int64_t kShapes[][2] = {{1, 1},    {3, 33},    {33, 100}, {64, 64},  {97, 1},  {130, 257},
+                                  {200, 96}, {300, 420}, {3, 800},  {5, 1100}, {2, 1536}};
+
+TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  testing::Rng rng(testing::fresh_seed());
+  for (const auto& [rows, cols] : kShapes) {
+    for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
+      SCOPED_TRACE(qc.name() + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      const std::vector<float> x = inputs(rows * cols, qc.in, rng);
+      // Both overflow modes; power-of-two f32 scales with the second.
+      for (Overflow overflow : {Overflow::saturate, Overflow::nonfinite}) {
+        QuantizeRun run = testing::make_run(qc.grid, qc.fp8, qc.in, true);
+        run.overflow = overflow;
+        run.power_of_two_scales = !qc.grid.e8m0 && overflow == Overflow::nonfinite;
+        Quantized want, got;
+        {
+          testing::ScopedEnv isa("OCTET_CPU_ISA", "avx2");
+          want = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+        }
+        {
+          testing::ScopedEnv isa("OCTET_CPU_ISA", "avx512");
+          got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+        }
+        expect_same(got.data, want.data, "data");
+        expect_same(got.data_t, want.data_t, "data_t");
+        expect_same(got.scale_inv_raw, want.scale_inv_raw, "scale_inv");
+        expect_same(got.scale_inv_t_raw, want.scale_inv_t_raw, "scale_inv_t");
+        EXPECT_EQ(f32_bits(got.amax), f32_bits(want.amax)) << "amax";
+        EXPECT_EQ(got.saturated, want.saturated) << "saturated";
+        EXPECT_EQ(got.flushed, want.flushed) << "flushed";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace octet
+
+#endif
