@@ -65,18 +65,23 @@ void transpose_tile<uint8_t>(const uint8_t* __restrict src, uint8_t* __restrict 
   for (int64_t c = 0; c < w; ++c) std::memcpy(dst + (c0 + c) * rows + r0, tile + c * kTile, h);
 }
 
+// tile(r0, c0) for every kTile x kTile tile of a [rows, cols] source, in parallel. Column
+// tiles outermost: each thread writes one contiguous block of dst rows.
+template <class Tile>
+void for_each_tile(int64_t rows, int64_t cols, Tile tile) {
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
+  for (int64_t tc = 0; tc < col_tiles; ++tc) {
+    for (int64_t tr = 0; tr < row_tiles; ++tr) tile(tr * kTile, tc * kTile);
+  }
+}
+
 template <typename T>
 void transpose_typed(const void* src, void* dst, int64_t rows, int64_t cols) {
   const auto* s = static_cast<const T*>(src);
   auto* d = static_cast<T*>(dst);
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
-  // Column tiles outermost: each thread writes one contiguous block of dst rows.
-#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
-  for (int64_t tc = 0; tc < col_tiles; ++tc) {
-    for (int64_t tr = 0; tr < row_tiles; ++tr) {
-      transpose_tile(s, d, rows, cols, tr * kTile, tc * kTile);
-    }
-  }
+  for_each_tile(rows, cols,
+                [&](int64_t r0, int64_t c0) { transpose_tile(s, d, rows, cols, r0, c0); });
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -85,15 +90,10 @@ void transpose_typed(const void* src, void* dst, int64_t rows, int64_t cols) {
 void transpose_u8_avx512(const void* src, void* dst, int64_t rows, int64_t cols) {
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
-#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
-  for (int64_t tc = 0; tc < col_tiles; ++tc) {
-    for (int64_t tr = 0; tr < row_tiles; ++tr) {
-      const int64_t r0 = tr * kTile, c0 = tc * kTile;
-      avx512::transpose_tile64(s + r0 * cols + c0, cols, std::min(kTile, rows - r0),
-                               std::min(kTile, cols - c0), d + c0 * rows + r0, rows);
-    }
-  }
+  for_each_tile(rows, cols, [&](int64_t r0, int64_t c0) {
+    avx512::transpose_tile64(s + r0 * cols + c0, cols, std::min(kTile, rows - r0),
+                             std::min(kTile, cols - c0), d + c0 * rows + r0, rows);
+  });
 }
 #endif
 
