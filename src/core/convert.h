@@ -134,10 +134,14 @@ OCTET_HD float bf16_to_f32(uint16_t v) {
   return f32_from_bits(static_cast<uint32_t>(v) << 16);
 }
 
-// IEEE binary16, round to nearest even (after Maratyszcza's FP16 library).
+// IEEE binary16, round to nearest even (after Maratyszcza's FP16 library). A NaN is made
+// with integer operations (payload kept, quieted): the float multiply below would pass it
+// through as x86 does (payload kept) on the CPU but as the canonical NaN 0x7FFFFFFF on a GPU
+// (seen on an H100, 2026-11-24), and both must give the same bits.
 OCTET_HD float f16_to_f32(uint16_t h) {
   const uint32_t w = static_cast<uint32_t>(h) << 16;
   const uint32_t sign = w & 0x80000000u;
+  if ((h & 0x7FFFu) > 0x7C00u) return f32_from_bits(sign | 0x7FC00000u | (h & 0x03FFu) << 13);
   const uint32_t two_w = w + w;
   const float normalized = f32_from_bits((two_w >> 4) + (0xE0u << 23)) * 0x1p-112f;
   const float denormalized = f32_from_bits((two_w >> 17) | (126u << 23)) - 0.5f;
