@@ -234,6 +234,63 @@ TEST(CudaLinearGemmCalls, RowScalingOnACublasLtWithoutOuterVectorsIsEmulatedAndS
                   "wgrad");
 }
 
+TEST(CudaLinearGemmCalls, ATensorwideScaleOffA16ByteBoundaryIsCopiedAndTheGemmStaysNative) {
+  // A real cuBLASLt (13.1, H100) refuses at the call a tensorwide FP8 matmul whose scale is not
+  // 16-byte aligned, and so does the emulation: gemm() reads such a scale from an aligned
+  // workspace copy, so the GEMM runs natively (no refusal, no emulation) and exactly.
+  const Device device = Device::cuda(0);
+  const int64_t m = 48, n = 32, k = 64;  // a shape no other test here uses: a fresh plan
+  // e4m3 codes of small integers (0x38 + 8 j is 2^j: 1, 2, 4) and their signs: every product
+  // and every sum of 64 of them is exact in fp32, so C is exact whatever the accumulator.
+  testing::Rng rng(testing::fresh_seed());
+  std::vector<uint8_t> a_codes(m * k), b_codes(n * k);
+  std::vector<double> a_val(m * k), b_val(n * k);
+  auto fill = [&rng](std::vector<uint8_t>& codes, std::vector<double>& values) {
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const uint64_t r = rng();
+      codes[i] = static_cast<uint8_t>(0x38 + 8 * (r % 3) + (r & 8 ? 0x80 : 0));
+      values[i] = double(e4m3_to_f32(codes[i]));
+    }
+  };
+  fill(a_codes, a_val);
+  fill(b_codes, b_val);
+  Buffer a_buf(device, a_codes.size()), b_buf(device, b_codes.size()), c_buf(device, m * n * 4);
+  copy_bytes(a_buf.data(), device, a_codes.data(), Device::cpu(), a_codes.size());
+  copy_bytes(b_buf.data(), device, b_codes.data(), Device::cpu(), b_codes.size());
+  // Scales at bytes 4 and 8 of one allocation: neither on a 16-byte boundary.
+  const float scales[3] = {0.0f, 0.5f, 0.25f};
+  Buffer s_buf(device, sizeof scales);
+  copy_bytes(s_buf.data(), device, scales, Device::cpu(), sizeof scales);
+  const Tensor a = a_buf.view(DType::e4m3, {m, k}), b = b_buf.view(DType::e4m3, {n, k}),
+               c = c_buf.view(DType::f32, {m, n});
+  kernels::GemmOptions o;
+  o.a_scale_inv = s_buf.view(DType::f32, {1, 1}, 4);
+  o.b_scale_inv = s_buf.view(DType::f32, {1, 1}, 8);
+  Buffer ws(device, kernels::gemm_workspace_bytes(a, b, c, o));
+  o.workspace = ws.view(DType::u8, {static_cast<int64_t>(ws.bytes())});
+  cudasim::cublaslt_clear_calls();
+  kernels::gemm(a, b, c, o);
+
+  int matmuls = 0;
+  for (const auto& r : cudasim::cublaslt_calls()) {
+    EXPECT_EQ(r.status, CUBLAS_STATUS_SUCCESS) << show(r);
+    if (r.kind != cudasim::LtCallKind::matmul) continue;
+    ++matmuls;
+    EXPECT_EQ(r.a_type, CUDA_R_8F_E4M3) << show(r);  // native, not the emulation's f32
+    EXPECT_TRUE(r.a_scale_set && r.b_scale_set) << show(r);
+    EXPECT_EQ(r.a_scale_mode, kScalar) << show(r);
+  }
+  EXPECT_EQ(matmuls, 1);
+  std::vector<float> got(m * n);
+  copy_bytes(got.data(), Device::cpu(), c.data, device, got.size() * 4);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t l = 0; l < k; ++l) sum += a_val[i * k + l] * b_val[j * k + l];
+      ASSERT_EQ(double(got[i * n + j]), 0.5 * 0.25 * sum) << "C[" << i << ", " << j << "]";
+    }
+}
+
 TEST(CudaLinearGemmCalls, AGemmOfCuda1TensorsRunsOnCuda1WhateverDeviceIsCurrent) {
   ASSERT_TRUE(kTwoDevices);
   ASSERT_GE(detail::cuda_count(), 2);

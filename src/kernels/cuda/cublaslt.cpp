@@ -180,6 +180,15 @@ void set_scale_pointers(cublasLtMatmulDesc_t desc, const LtCall& call) {
   set_attribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, call.a_scale);
 }
 
+// Marks a scaled FP8 problem's plan as emulated from now on, and says so once.
+void emulate_from_now_on(Plan& plan, const PlanKey& key, cublasStatus_t status) {
+  std::fprintf(stderr,
+               "octet [gemm]: cuBLASLt has no algorithm for %s (%s); this GEMM is emulated "
+               "(operands dequantized, then a bf16/f32 GEMM)\n",
+               describe(key).c_str(), cublasLtGetStatusName(status));
+  plan.emulate = true;
+}
+
 std::unique_ptr<Plan> make_plan(const PlanKey& key, const LtCall& call) {
   auto plan = std::make_unique<Plan>();
   OCTET_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -218,21 +227,14 @@ std::unique_ptr<Plan> make_plan(const PlanKey& key, const LtCall& call) {
   const bool none =
       status == CUBLAS_STATUS_NOT_SUPPORTED ||
       (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS));
-  // Per-row and block scale modes arrived with cuBLAS 12.9 on Hopper only, and their
-  // documentation is thin on what combines with them; tensorwide FP8 on Hopper is promised
-  // since 11.8, so its refusal is octet's bug (a layout, an alignment) and stays an error.
-  const bool fine_scales =
-      call.a_mode != kUnscaled && !(call.a_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F &&
-                                    call.b_mode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
-  if (none && fine_scales) {
-    // A row- or block-scaled FP8 GEMM this cuBLASLt refuses (a scale mode, fast accumulation
-    // or a beta its version or the GPU does not take): gemm() emulates it exactly instead.
-    // Said once per problem, since the plan (this decision) is cached.
-    std::fprintf(stderr,
-                 "octet [gemm]: cuBLASLt has no algorithm for %s (%s); this GEMM is emulated "
-                 "(operands dequantized, then a bf16/f32 GEMM)\n",
-                 describe(key).c_str(), cublasLtGetStatusName(status));
-    plan->emulate = true;
+  // A scaled FP8 problem this cuBLASLt refuses: a scale mode, fast accumulation or a beta its
+  // version or the GPU does not take, and even tensorwide scales on narrow problems (cuBLASLt
+  // 13.1 on an H100 has no algorithm when our M is 1 or 2, nor, with a bf16 C and no fast
+  // accumulation, for most problems with M or N under 16: seen 2026-11-24,
+  // docs/cuda-without-gpu.md). gemm() emulates it exactly instead. Said once per problem, since
+  // the plan (this decision) is cached.
+  if (none && call.a_mode != kUnscaled) {
+    emulate_from_now_on(*plan, key, status);
     return plan;
   }
   OCTET_CHECK(status == CUBLAS_STATUS_SUCCESS, kOp,
@@ -279,7 +281,7 @@ PlanKey key_of(const LtCall& call, int device) {
 }
 
 // The plan of `key`, made on first use. Precondition: the cache's mutex is held.
-const Plan& find_plan(PlanCache& cache, const PlanKey& key, const LtCall& call) {
+Plan& find_plan(PlanCache& cache, const PlanKey& key, const LtCall& call) {
   auto it = cache.plans.find(key);
   if (it == cache.plans.end()) it = cache.plans.emplace(key, make_plan(key, call)).first;
   return *it->second;
@@ -293,21 +295,29 @@ bool lt_native(const LtCall& call, int device) {
   return !find_plan(cache, key_of(call, device), call).emulate;
 }
 
-void lt_matmul(const LtCall& call, int device) {
+bool lt_matmul(const LtCall& call, int device) {
   const PlanKey key = key_of(call, device);
   PlanCache& cache = plan_cache();
   // Held through the enqueue: the scale pointers are attributes of the shared descriptor.
   const std::lock_guard<std::mutex> lock(cache.mutex);
-  const Plan& plan = find_plan(cache, key, call);
+  Plan& plan = find_plan(cache, key, call);
   OCTET_CHECK(!plan.emulate, kOp, "cuBLASLt has no algorithm for ", describe(key),
               " (lt_native said so; the caller should have emulated it)");
   if (call.a_mode != kUnscaled) set_scale_pointers(plan.desc, call);
   // alpha and beta are read from host memory during the call (the default pointer mode).
-  OCTET_CUBLASLT_CHECK(
+  const cublasStatus_t status =
       cublasLtMatmul(lt_handle(device), plan.desc, &call.alpha, call.b, plan.lt_a, call.a,
                      plan.lt_b, &call.beta, call.c, plan.lt_c, call.c, plan.lt_c, &plan.algo,
-                     call.workspace, call.workspace_bytes, stream()),
-      " for ", describe(key));
+                     call.workspace, call.workspace_bytes, stream());
+  // The heuristic's algorithm can still be refused at the call (an H100's cuBLASLt 13.1 did so
+  // for a tensorwide e4m3 GEMM with M = 1, N = K = 16): nothing was enqueued, so a scaled FP8
+  // call is emulated, now and from now on.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && call.a_mode != kUnscaled) {
+    emulate_from_now_on(plan, key, status);
+    return false;
+  }
+  OCTET_CUBLASLT_CHECK(status, " for ", describe(key));
+  return true;
 }
 
 size_t lt_plan_count() {

@@ -35,16 +35,18 @@ struct LtCall {
 };
 
 // Whether cuBLASLt has an algorithm for this call's problem (its plan made on first use).
-// False only for a row- or block-scaled FP8 call (a scale mode other than SCALAR_32F) the
-// heuristic refuses (CUBLAS_STATUS_NOT_SUPPORTED or no algorithm): the caller then emulates
-// it. That decision
-// is cached with the plan and reported once on stderr. Throws octet::Error on other failures.
+// False only for a scaled FP8 call the heuristic refuses (CUBLAS_STATUS_NOT_SUPPORTED or no
+// algorithm), or one whose matmul was refused before (lt_matmul): the caller then emulates
+// it. That decision is cached with the plan and reported once on stderr. Throws
+// octet::Error on other failures.
 bool lt_native(const LtCall& call, int device);
 
 // Enqueues the matmul on stream() (the plan for its problem made on first use; the host
-// never waits). Throws octet::Error ("[gemm] ...") naming the problem when cuBLASLt has no
-// algorithm for it or fails.
-void lt_matmul(const LtCall& call, int device);
+// never waits) and returns true. Returns false, with nothing enqueued, when cuBLASLt refuses
+// a scaled FP8 call at the matmul itself (the caller then emulates it; lt_native says false
+// from then on). Throws octet::Error ("[gemm] ...") naming the problem when cuBLASLt has no
+// algorithm for any other call or fails.
+[[nodiscard]] bool lt_matmul(const LtCall& call, int device);
 
 // Plans made so far in this process.
 size_t lt_plan_count();

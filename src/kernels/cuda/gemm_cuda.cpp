@@ -6,8 +6,9 @@
 // not take (MX, other block sizes, 128x128 on both operands, and block grids when M or N
 // is not a multiple of 4) are emulated: both operands
 // dequantized into the workspace, exactly into bf16 when every scale is a power of two
-// (MX), else into f32, then a bf16 or f32 GEMM; so is a row- or block-scaled GEMM the cuBLASLt at
-// hand refuses (decided once per problem, cublaslt.h). Nothing synchronises the host.
+// (MX), else into f32, then a bf16 or f32 GEMM; so is any scaled FP8 GEMM the cuBLASLt at hand
+// refuses, in its heuristic or at the call (decided once per problem, cublaslt.h). Nothing
+// synchronises the host.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/backends.h"
@@ -63,6 +65,10 @@ struct Route {
     return a_scale_bytes + b_scale_bytes + a_bytes + b_bytes + acc_bytes + b_pad_bytes + d_bytes;
   }
 };
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 bool per_tensor(ScaleGrid g) {
   return g.block_rows == 0 && g.block_cols == 0;
@@ -123,6 +129,11 @@ Route route(const Tensor& a, const Tensor& c, const GemmOptions& o, GemmDims d,
   }
   switch (r.path) {
     case Fp8Path::tensor:
+      // cuBLASLt 13.1 on an H100 refused, at the call, every tensorwide FP8 GEMM whose scale
+      // sat 4 bytes past a 16-byte boundary (seen 2026-11-24; undocumented): such a scale is
+      // copied into a workspace slot, which is aligned.
+      if (!o.a_scale_inv.empty() && !aligned16(o.a_scale_inv.data)) r.a_scale_bytes = kAlign;
+      if (!o.b_scale_inv.empty() && !aligned16(o.b_scale_inv.data)) r.b_scale_bytes = kAlign;
       break;
     case Fp8Path::outer:
       r.a_scale_bytes = align_up(static_cast<size_t>(d.m) * 4);
@@ -230,13 +241,14 @@ void gemm_emulated(const Tensor& a, const Tensor& b, const Tensor& c, const Gemm
     call.c = c.data;
     call.c_type = c.dtype;
     call.beta = o.beta;
-    return lt_matmul(call, a.device.index);
+    static_cast<void>(lt_matmul(call, a.device.index));  // unscaled: runs or throws
+    return;
   }
   // f32 operands and a bf16 C, which cuBLASLt does not combine: acc = alpha A Bᵀ in f32,
   // then C = acc + beta C rounded to bf16, the CPU's epilogue order.
   call.c = s.acc;
   call.c_type = DType::f32;
-  lt_matmul(call, a.device.index);
+  static_cast<void>(lt_matmul(call, a.device.index));  // unscaled: runs or throws
   launch_store_accumulator(reinterpret_cast<const float*>(s.acc), c.data, true, o.beta, d.m * d.n);
 }
 
@@ -284,10 +296,10 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
                                   : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   };
   switch (r.path) {
-    case Fp8Path::tensor:
+    case Fp8Path::tensor:  // a scale off a 16-byte boundary is read from its workspace copy
       call.a_mode = call.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-      call.a_scale = sa.data;
-      call.b_scale = sb.data;
+      call.a_scale = s.a_scale != nullptr ? s.a_scale : sa.data;
+      call.b_scale = s.b_scale != nullptr ? s.b_scale : sb.data;
       break;
     case Fp8Path::outer:
       call.a_mode = call.b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
@@ -325,7 +337,11 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
                                               d.m, cudaMemcpyDeviceToDevice, stream()));
     }
   }
-  if (r.path == Fp8Path::outer) {
+  if (r.path == Fp8Path::tensor) {
+    for (const auto& [slot, scale] : {std::pair{s.a_scale, sa.data}, std::pair{s.b_scale, sb.data}})
+      if (slot != nullptr)
+        OCTET_CUDA_CHECK(kOp, cudaMemcpyAsync(slot, scale, 4, cudaMemcpyDeviceToDevice, stream()));
+  } else if (r.path == Fp8Path::outer) {
     launch_row_scales(sa, d.m, reinterpret_cast<float*>(s.a_scale));
     launch_row_scales(sb, r.np, reinterpret_cast<float*>(s.b_scale));
   } else if (r.path == Fp8Path::block) {
@@ -338,7 +354,10 @@ void gemm_fp8(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
     relayout(sa, d.m, s.a_scale);
     relayout(sb, r.np, s.b_scale);
   }
-  lt_matmul(call, a.device.index);
+  if (!lt_matmul(call, a.device.index)) {  // refused at the call: emulated, now and from now on
+    const Route emulated = route(a, c, o, d, true);
+    return gemm_emulated(a, b, c, o, d, emulated, carve(o.workspace, emulated));
+  }
   if (padded) {
     const size_t row = static_cast<size_t>(d.n) * dtype_size(c.dtype);
     OCTET_CUDA_CHECK(kOp, cudaMemcpy2DAsync(c.data, row, s.d, r.np * dtype_size(c.dtype), row, d.m,
@@ -368,7 +387,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
   LtCall call = direct_call(a, b, c, o, d, d.n, s);
   call.trans_a = o.trans_a;
   call.trans_b = o.trans_b;
-  lt_matmul(call, a.device.index);
+  static_cast<void>(lt_matmul(call, a.device.index));  // unscaled: runs or throws
 }
 
 size_t gemm_plan_count() {
