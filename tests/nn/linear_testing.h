@@ -28,9 +28,21 @@ namespace octet::testing {
 
 inline constexpr double kU = 0x1p-24;     // unit roundoff of fp32
 inline constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16 (half an ulp, relative)
-// Higham's gamma_n = n u / (1 - n u): the relative bound of n fp32 roundings in a row.
-inline double gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
+// Higham's gamma_n = n u / (1 - n u): the relative bound of n roundings in a row, each
+// within u (fp32 by default).
+inline double gamma(int64_t n, double u = kU) {
+  return n * u / (1.0 - n * u);
+}
+
+// The unit roundoff of an FP8 GEMM's accumulation on `device`. CPU: fp32, 2^-24. CUDA:
+// Hopper's FP8 tensor cores add products into an accumulator with 13 fraction bits that
+// truncates, promoted into fp32 by cuBLASLt every 128 K at most (measured on an H100,
+// 2026-11-24: 1 + 2^-13 kept and 1 + 2^-14 lost within 128 products, with and without fast
+// accumulation; docs/numerics.md), so every step is bounded by 2^-13 (and an emulated GEMM,
+// bf16/f32 on tensor cores, by 2^-23, well inside). tests/kernels/test_gemm.cpp's
+// accumulation_unit says the same for the kernel tests.
+inline double fp8_accumulation_unit(Device device) {
+  return device.is_cpu() ? kU : 0x1p-13;
 }
 
 // x rounded to dtype (f32 or bf16) and back: the value such a tensor holds.
@@ -191,11 +203,14 @@ Gemm64 gemm64(const std::vector<A>& a, const std::vector<B>& b, int64_t m, int64
 // round once more, counted in K) in any order, plus the epilogue (scale_inv products,
 // alpha, per-slice scaling, beta accumulation: at most 5 roundings) gives
 // gamma_{K+5} Σ|a||b| (Higham 3.5; gamma_a + gamma_b + gamma_a gamma_b <= gamma_{a+b}).
-// A bf16 output rounds once more, by at most 2^-8 of its magnitude.
-inline std::vector<double> output_bound(const Gemm64& c, int64_t k, DType out_dtype) {
+// A bf16 output rounds once more, by at most 2^-8 of its magnitude. `u_acc`: the unit
+// roundoff of the accumulation (fp8_accumulation_unit for an FP8 GEMM), every rounding
+// counted at it.
+inline std::vector<double> output_bound(const Gemm64& c, int64_t k, DType out_dtype,
+                                        double u_acc = kU) {
   std::vector<double> bound(c.value.size());
   for (size_t i = 0; i < bound.size(); ++i) {
-    bound[i] = gamma(k + 5) * c.abs[i];
+    bound[i] = gamma(k + 5, u_acc) * c.abs[i];
     if (out_dtype == DType::bf16) bound[i] += kUBf16 * (std::abs(c.value[i]) + bound[i]);
   }
   return bound;

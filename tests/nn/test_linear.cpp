@@ -181,7 +181,8 @@ TEST_P(LinearOnDevice, BiasIsAddedAndItsGradientAccumulates) {
     // bias_grad: an fp32 column sum of T values added into 0: gamma_T Σ_t |dy_tj|.
     // A second backward adds a second such sum and rounds once more:
     //   |g2 - 2 S| <= |g1 - S| + |s2 - S| + u |g2| <= 2 gamma_T Σ|dy| + 2u |2S|.
-    // weight_grad: the f32 GEMM bound B = gamma_{T+5} Σ|a||b| once, 2B + 2u|2S| after two
+    // weight_grad: the GEMM bound B = gamma_{T+5} Σ|a||b| (at the device's FP8 accumulation
+    // unit under fp8) once, 2B + 2u|2S| after two
     // (the operands are dy and x, or their FP8 transposed copies under fp8).
     std::vector<double> col(out), col_abs(out);
     for (int64_t i = 0; i < t; ++i) {
@@ -199,7 +200,8 @@ TEST_P(LinearOnDevice, BiasIsAddedAndItsGradientAccumulates) {
     } else {
       wgrad = gemm64(transposed(dy, t, out), transposed(x, t, in), out, in, t);
     }
-    const std::vector<double> wg_bound = testing::output_bound(wgrad, t, DType::f32);
+    const std::vector<double> wg_bound = testing::output_bound(
+        wgrad, t, DType::f32, p == Precision::fp8 ? testing::fp8_accumulation_unit(device) : kU);
 
     for (int call = 1; call <= 2; ++call) {
       h.backward(dy);

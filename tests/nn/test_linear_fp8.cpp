@@ -54,15 +54,16 @@ float scale_for(float amax, DType format) {
 }
 
 // The exact GEMM of the FP8 operands a layer read (C = A Bᵀ, K-major) and the bound on
-// the layer's output against it: only fp32 accumulation and output rounding remain,
-// gamma_{K+5} Σ|â||b̂| + (bf16 output) 2^-8 |y| (testing::output_bound derives it).
+// the layer's output against it: only the accumulation and output rounding remain,
+// gamma_{K+5} Σ|â||b̂| + (bf16 output) 2^-8 |y| (testing::output_bound derives it), gamma at
+// the device's FP8 accumulation unit (testing::fp8_accumulation_unit).
 struct Reference {
   std::vector<double> value, bound;
 };
 Reference dequantized_reference(const Fp8Operand64& qa, const Fp8Operand64& qb, int64_t m,
-                                int64_t n, int64_t k, DType out_dtype) {
+                                int64_t n, int64_t k, DType out_dtype, Device device) {
   const testing::Gemm64 c = gemm64(qa.value, qb.value, m, n, k);
-  return {c.value, testing::output_bound(c, k, out_dtype)};
+  return {c.value, testing::output_bound(c, k, out_dtype, testing::fp8_accumulation_unit(device))};
 }
 
 // One GEMM of the layer against both references: (a) the float64 GEMM of the FP8
@@ -71,9 +72,9 @@ Reference dequantized_reference(const Fp8Operand64& qa, const Fp8Operand64& qb, 
 // testing::quantization_bound: |y - Σ a b| <= |y - Σ â b̂| + |Σ â b̂ - Σ a b|.
 void check_gemm(const std::vector<float>& got, DType out_dtype, const std::vector<float>& a,
                 const Fp8Operand64& qa, DType fa, const std::vector<float>& b,
-                const Fp8Operand64& qb, DType fb, int64_t m, int64_t n, int64_t k,
+                const Fp8Operand64& qb, DType fb, int64_t m, int64_t n, int64_t k, Device device,
                 const std::string& what) {
-  const Reference deq = dequantized_reference(qa, qb, m, n, k, out_dtype);
+  const Reference deq = dequantized_reference(qa, qb, m, n, k, out_dtype, device);
   testing::expect_within(got, deq.value, deq.bound, what + " vs the FP8 operands it read");
   const testing::Gemm64 exact = gemm64(a, b, m, n, k);
   std::vector<double> bound = testing::quantization_bound(a, qa, fa, b, qb, fb, m, n, k);
@@ -134,14 +135,15 @@ TEST_P(LinearFp8OnDevice, ForwardDgradWgradMatchFloat64WithinBoundsFromTheFormat
       const std::string what = recipe.str() + " T=" + std::to_string(s.t) +
                                " in=" + std::to_string(s.in) + " out=" + std::to_string(s.out);
       // y [T, out] = x Wᵀ: x and W as stored (K = in); bf16 output.
-      check_gemm(y, DType::bf16, x, qx.stored, fx, h.w, qw.stored, fw, s.t, s.out, s.in,
+      check_gemm(y, DType::bf16, x, qx.stored, fx, h.w, qw.stored, fw, s.t, s.out, s.in, device,
                  what + " forward");
       // dx [T, in] = dy W: dy as stored, W's transposed copy [in, out] (K = out).
       check_gemm(dx, DType::bf16, dy, qdy.stored, fg, transposed(h.w, s.out, s.in), qw.transposed,
-                 fw, s.t, s.in, s.out, what + " dgrad");
+                 fw, s.t, s.in, s.out, device, what + " dgrad");
       // dW [out, in] = dyᵀ x into f32 zeros: both transposed copies (K = T).
       check_gemm(wg, DType::f32, transposed(dy, s.t, s.out), qdy.transposed, fg,
-                 transposed(x, s.t, s.in), qx.transposed, fx, s.out, s.in, s.t, what + " wgrad");
+                 transposed(x, s.t, s.in), qx.transposed, fx, s.out, s.in, s.t, device,
+                 what + " wgrad");
     }
   }
 }
@@ -172,18 +174,18 @@ TEST_P(LinearFp8OnDevice, WeightsAreQuantizedOncePerStep) {
     // dgrad reads the transposed copy made with that same quantization.
     const std::vector<float> dx = h.backward(dy);
     const Reference dgrad_old =
-        dequantized_reference(qdy.stored, qw_old.transposed, t, in, out, DType::bf16);
+        dequantized_reference(qdy.stored, qw_old.transposed, t, in, out, DType::bf16, device);
     testing::expect_within(dx, dgrad_old.value, dgrad_old.bound, what + " dgrad with the old W");
 
     h.layer.weights_changed();
     const std::vector<float> y3 = h.forward(x);
     const Reference fwd_new =
-        dequantized_reference(qx.stored, qw_new.stored, t, out, in, DType::bf16);
+        dequantized_reference(qx.stored, qw_new.stored, t, out, in, DType::bf16, device);
     testing::expect_within(y3, fwd_new.value, fwd_new.bound,
                            what + " forward after weights_changed()");
     // The old copy cannot explain y3 (the check above could tell them apart).
     const Reference fwd_old =
-        dequantized_reference(qx.stored, qw_old.stored, t, out, in, DType::bf16);
+        dequantized_reference(qx.stored, qw_old.stored, t, out, in, DType::bf16, device);
     EXPECT_GT(testing::worst_ratio(y3, fwd_old.value, fwd_old.bound).ratio, 1.0) << what;
   }
 }
@@ -214,11 +216,12 @@ TEST_P(LinearFp8OnDevice, DelayedScalingStartsAtOneThenUsesThePreviousAmax) {
     const auto qdy1 = quantize64(dy, t, out, recipe, Role::gradient, 1.0f);
 
     const std::vector<float> y1 = h.forward(x);
-    const Reference f1 = dequantized_reference(qx1.stored, qw1.stored, t, out, in, DType::bf16);
+    const Reference f1 =
+        dequantized_reference(qx1.stored, qw1.stored, t, out, in, DType::bf16, device);
     testing::expect_within(y1, f1.value, f1.bound, "first forward at scale 1");
     const std::vector<float> dx1 = h.backward(dy);
     const Reference d1 =
-        dequantized_reference(qdy1.stored, qw1.transposed, t, in, out, DType::bf16);
+        dequantized_reference(qdy1.stored, qw1.transposed, t, in, out, DType::bf16, device);
     testing::expect_within(dx1, d1.value, d1.bound, "first dgrad at scale 1");
     // Each quantization recorded its amax in its slot's current history entry.
     const std::vector<float> history = state.history_host();
@@ -237,7 +240,8 @@ TEST_P(LinearFp8OnDevice, DelayedScalingStartsAtOneThenUsesThePreviousAmax) {
     // The same x again: quantized at fp8_max / amax(x); W keeps its scale-1 copy.
     const std::vector<float> y2 = h.forward(x);
     const auto qx2 = quantize64(x, t, in, recipe, Role::activation, scales[1]);
-    const Reference f2 = dequantized_reference(qx2.stored, qw1.stored, t, out, in, DType::bf16);
+    const Reference f2 =
+        dequantized_reference(qx2.stored, qw1.stored, t, out, in, DType::bf16, device);
     testing::expect_within(y2, f2.value, f2.bound, "second forward at 448 / amax(x)");
     EXPECT_GT(testing::worst_ratio(y2, f1.value, f1.bound).ratio, 1.0)
         << "the second forward is explained by scale 1 too: the check cannot tell";
@@ -251,10 +255,12 @@ TEST_P(LinearFp8OnDevice, DelayedScalingStartsAtOneThenUsesThePreviousAmax) {
     const std::vector<float> y = h.forward(x);
     const auto qx = quantize64(x, t, in, recipe, Role::activation, scale_for(amax_of(x), fx));
     const auto qw = quantize64(h.w, out, in, recipe, Role::weight, scale_for(amax_of(h.w), fw));
-    const Reference f = dequantized_reference(qx.stored, qw.stored, t, out, in, DType::bf16);
+    const Reference f =
+        dequantized_reference(qx.stored, qw.stored, t, out, in, DType::bf16, device);
     testing::expect_within(y, f.value, f.bound, "own state: forward after update_scaling()");
     const auto qx1 = quantize64(x, t, in, recipe, Role::activation, 1.0f);
-    const Reference f1 = dequantized_reference(qx1.stored, qw.stored, t, out, in, DType::bf16);
+    const Reference f1 =
+        dequantized_reference(qx1.stored, qw.stored, t, out, in, DType::bf16, device);
     EXPECT_GT(testing::worst_ratio(y, f1.value, f1.bound).ratio, 1.0)
         << "own state: x was still quantized at scale 1";
   }
