@@ -3,8 +3,9 @@
 // recorded in the call log (cudasim/cublaslt_log.h), and, when accepted, computed on the
 // host: products accumulated in double, the scales applied as cuBLASLt defines them
 // (3.1.4.1 tensorwide, 3.1.4.3 outer vector, 3.1.4.5 128-element and 128x128 blocks), the
-// epilogue in f32 and D rounded to its type. FP8 fast accumulation is not modelled: its
-// numerics are the hardware's.
+// epilogue in f32 and D rounded to its type. FP8 products are summed as an H100's tensor cores
+// were measured to sum them (13 fraction bits, truncated, promoted into fp32 every 128 K
+// unless fast accumulation is on; compute() below).
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -137,6 +138,22 @@ double scale_at(const void* s, int32_t mode, int64_t o, int64_t block, int64_t o
   }
 }
 
+// Hopper's FP8 tensor cores as cuBLASLt drives them, measured on an H100 (cuBLAS 13.1,
+// 2026-11-24, docs/perf/gpu-h100.md): the products (exact) are added into a sum that keeps 13
+// fraction bits and truncates (256 + 256 * 2^-13 survives, 256 + 256 * 2^-14 does not), and
+// cuBLASLt adds that sum into an fp32 accumulator every 128 products, or only at the end of K
+// with fast accumulation. Emulated as such: the products in K order, each addition truncated to
+// 13 fraction bits, promoted into fp32 every 128 K (the block modes' blocks are these 128) or
+// once. The order of the additions inside a tensor core is not known; the bits kept and the
+// promotion interval are measured.
+double truncate_to_13_fraction_bits(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  int e = 0;
+  std::frexp(x, &e);                           // |x| = f 2^e, f in [0.5, 1)
+  const double ulp = std::ldexp(1.0, e - 14);  // 1 + 13 significant bits
+  return std::trunc(x / ulp) * ulp;
+}
+
 void compute(const Problem& p, float alpha, float beta, const void* a, const void* b, const void* c,
              void* d) {
   const Desc& desc = *p.desc;
@@ -146,7 +163,8 @@ void compute(const Problem& p, float alpha, float beta, const void* a, const voi
   const std::vector<double> wb = widen(b, *p.b, desc.trans_b != CUBLAS_OP_N, n, k);
   const bool blocks = desc.a_mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F ||
                       desc.a_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  const int64_t block_k = blocks ? 128 : std::max<int64_t>(k, 1);
+  // FP8: the promotion interval of the tensor cores' sum (above); otherwise one sum in double.
+  const int64_t block_k = p.fp8 && (blocks || desc.fast_accum == 0) ? 128 : std::max<int64_t>(k, 1);
   const double c_scale = desc.c_scale != nullptr ? *static_cast<const float*>(desc.c_scale) : 1.0;
   const double d_scale = desc.d_scale != nullptr ? *static_cast<const float*>(desc.d_scale) : 1.0;
   cudaDataType_t bias_type = p.d->type;
@@ -155,15 +173,22 @@ void compute(const Problem& p, float alpha, float beta, const void* a, const voi
   float amax = 0.0f;
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i) {
-      double acc = 0.0;
+      double acc = 0.0;  // FP8: the fp32 accumulator the tensor cores' sums are promoted into
       for (int64_t start = 0, blk = 0; start < k; start += block_k, ++blk) {
         double part = 0.0;
-        for (int64_t l = start; l < std::min(k, start + block_k); ++l)
+        for (int64_t l = start; l < std::min(k, start + block_k); ++l) {
           part += wa[static_cast<size_t>(i * k + l)] * wb[static_cast<size_t>(j * k + l)];
-        if (p.fp8)
-          part *= scale_at(desc.a_scale, desc.a_mode, i, blk, m, k) *
-                  scale_at(desc.b_scale, desc.b_mode, j, blk, n, k);
-        acc += part;
+          if (p.fp8) part = truncate_to_13_fraction_bits(part);
+        }
+        if (!p.fp8) {
+          acc += part;
+          continue;
+        }
+        // 3.1.4.5: each 128-block's sum times its two scales; 3.1.4.1 / 3.1.4.3: one scale
+        // per row or tensor, the same for every block.
+        part *= scale_at(desc.a_scale, desc.a_mode, i, blk, m, k) *
+                scale_at(desc.b_scale, desc.b_mode, j, blk, n, k);
+        acc = static_cast<float>(acc + part);
       }
       // The epilogue in the f32 scale type (3.3.9 SCALE_TYPE): alpha, beta, C and bias.
       float t = alpha * static_cast<float>(acc);
