@@ -136,6 +136,9 @@ def main(argv=None):
     p.add_argument("--hf-weights", choices=["bf16", "amp"], default="bf16")
     p.add_argument("--hf-compile", action="store_true")
     p.add_argument("--no-hf", action="store_true", help="octet only")
+    p.add_argument("--no-guard", action="store_true",
+                   help="octet's fp8 runs without the convergence guard's bf16 twin, a second "
+                        "whole model that their peak memory otherwise counts")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.add_argument("--gemm", action="store_true",
@@ -161,7 +164,8 @@ def main(argv=None):
                                cfg_path, "--batch", args.batch, "--seq",
                                ",".join(map(str, seqs)), "--precision", "bf16,fp8", "--recipe",
                                args.recipe, "--warmup", str(args.warmup), "--steps",
-                               str(args.steps), "--json"])
+                               str(args.steps), "--json"] +
+                              (["--no-guard"] if args.no_guard else []))
         hf = {}
         for batch in ints(args.batch):
             for seq in seqs:

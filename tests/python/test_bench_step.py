@@ -59,6 +59,18 @@ def test_tiny_cpu_json_has_a_bf16_and_an_fp8_run_with_positive_throughput(tiny_j
     assert fp8["speedup_vs_bf16"] == pytest.approx(bf16["step_seconds"] / fp8["step_seconds"])
 
 
+def test_no_guard_leaves_out_the_guards_bf16_twin(tiny_json):
+    # fp8 runs build the convergence guard's bf16 twin, a second whole model, unless
+    # --no-guard: the twin alone holds at least the parameters' f32 master weights and f32
+    # gradients, 8 bytes per parameter (and its working weights and activations besides).
+    doc = json.loads(octet("--device", "cpu", "--model", "tiny", "--precision", "fp8",
+                           "--steps", "1", "--warmup", "0", "--no-guard", "--json").stdout)
+    assert tiny_json["guard"] is True and doc["guard"] is False
+    with_twin = next(r for r in tiny_json["runs"] if r["precision"] == "fp8")["peak_bytes"]
+    without = doc["runs"][0]["peak_bytes"]
+    assert with_twin - without >= 125248 * 8
+
+
 def test_tiny_model_flops_match_a_hand_count(tiny_json):
     # Matmul weights: 2 layers x (q 64x64 + k 32x64 + v 32x64 + o 64x64 + 3 x 64x176)
     # + LM head 256x64 = 108544; causal attention 6 x layers 2 x S 64 x d 64 = 49152 per token.

@@ -41,6 +41,9 @@ constexpr const char* kFooter = R"(What the numbers mean:
               FP8 copies and workspaces (not the CUDA context or cuBLASLt's own memory)
   speedup     the bf16 step time of the same model, batch and seq / this run's step time
   mem/bf16    this run's peak / that of bf16
+fp8 runs build the convergence guard's bf16 twin, as `octet train` does by default: a whole
+second model (master weights, gradients, working weights, activations) that their peak counts;
+--no-guard leaves it out (the bench never evaluates, so the twin checks nothing here).
 Data: the built-in Markov corpus over the model's vocabulary (a few batches, reused).
 )";
 
@@ -68,6 +71,7 @@ struct Options {
   int64_t warmup = 3, steps = 10;
   std::optional<double> peak_tflops;
   bool json = false, sweep = false;
+  bool guard = true;  // fp8 runs build the guard's bf16 twin (as octet train does by default)
 };
 
 // The flags as given; what is absent takes a default that depends on the others.
@@ -79,7 +83,7 @@ struct Flags {
   std::vector<std::string> precision = {"bf16", "fp8"}, recipe = {"tensor-current"};
   int64_t warmup = 3, steps = 10;
   double peak_tflops = 0.0;
-  bool json = false, sweep = false, print_hf_config = false;
+  bool json = false, sweep = false, print_hf_config = false, no_guard = false;
   bool model_given = false, layers_given = false, peak_given = false;
 };
 
@@ -124,6 +128,7 @@ Result time_run(const Run& run, const Options& o) {
   tc.eval_every = 0;
   tc.log_every = tc.steps;  // nothing to report per step: no host read-back inside the loop
   tc.quiet = true;
+  tc.guard.enabled = o.guard;
   // The bench needs valid tokens, not a long corpus: four batches' worth (reused in a
   // shuffled order) and one validation sequence, which the Trainer's loaders require.
   tc.data.train_tokens = 4 * run.batch * run.seq + 1;
@@ -342,6 +347,7 @@ int run(const Flags& args) {
   o.steps = args.steps;
   o.json = args.json;
   o.sweep = args.sweep;
+  o.guard = !args.no_guard;
   if (args.peak_given) {
     o.peak_tflops = args.peak_tflops;
     OCTET_CHECK(*o.peak_tflops > 0.0, "bench step", "--peak-tflops must be positive");
@@ -370,6 +376,7 @@ int run(const Flags& args) {
     std::fprintf(log, "MFU against %.1f TFLOP/s\n", *o.peak_tflops);
   else
     std::fprintf(log, "no MFU (no --peak-tflops for the CPU)\n");
+  if (!o.guard) std::fprintf(log, "fp8 runs without the convergence guard's bf16 twin\n");
   std::fflush(log);
   if (!o.json) print_header();
 
@@ -416,6 +423,7 @@ int run(const Flags& args) {
     doc["warmup"] = o.warmup;
     doc["steps"] = o.steps;
     doc["peak_tflops"] = o.peak_tflops ? Json(*o.peak_tflops) : Json();
+    doc["guard"] = o.guard;
     Json list = Json::array();
     for (size_t i = 0; i < runs.size(); ++i) list.push_back(run_json(runs[i], results[i], o));
     doc["runs"] = std::move(list);
@@ -470,6 +478,9 @@ void add_bench_step(cli::Commands& commands, CLI::App& bench) {
       ->delimiter(',')
       ->check(cli::at_least(1));
   b->add_flag("--json", f->json, "print one JSON document on stdout (progress goes to stderr)");
+  b->add_flag("--no-guard", f->no_guard,
+              "fp8 runs without the convergence guard's bf16 twin (a second whole model; "
+              "octet train builds it unless --guard off)");
   b->add_flag("--sweep", f->sweep,
               "a model per --hidden size: FFN by LLaMA's rule, heads of 128, vocab 32000, "
               "--layers; prints the FP8/BF16 speedup table of hidden x batch x seq");
