@@ -192,6 +192,10 @@ if wants step; then
   step "step compare 1b" step-1b.txt "$python" "$root/bench/step_compare.py" --octet "$build/octet" \
     --model 1b --batch 4 --seq 2048 --recipe tensor-current,tensor-delayed --check
   [[ $rc -ne 0 ]] && note "WARNING: the 1b step comparison missed a target or failed (step-1b.txt)"
+  # fp8's peak memory without the guard's bf16 twin (a second whole model; docs/perf/gpu-h100.md).
+  step "step compare 1b, no twin" step-1b-no-guard.txt "$python" "$root/bench/step_compare.py" \
+    --octet "$build/octet" --model 1b --batch 4 --seq 2048 --recipe tensor-current --no-hf \
+    --no-guard --warmup 2 --steps 5
   step "step compare 7b x8 layers" step-7b.txt "$python" "$root/bench/step_compare.py" \
     --octet "$build/octet" --model 7b --layers 8 --batch 2 --seq 4096 --check
   [[ $rc -ne 0 ]] && note "WARNING: the 7b-shaped step comparison missed a target or failed (step-7b.txt)"
