@@ -228,11 +228,10 @@ std::unique_ptr<Plan> make_plan(const PlanKey& key, const LtCall& call) {
       status == CUBLAS_STATUS_NOT_SUPPORTED ||
       (status == CUBLAS_STATUS_SUCCESS && (found == 0 || result.state != CUBLAS_STATUS_SUCCESS));
   // A scaled FP8 problem this cuBLASLt refuses: a scale mode, fast accumulation or a beta its
-  // version or the GPU does not take, and even tensorwide scales on narrow problems (cuBLASLt
-  // 13.1 on an H100 has no algorithm when our M is 1 or 2, nor, with a bf16 C and no fast
-  // accumulation, for most problems with M or N under 16: seen 2026-11-24,
-  // docs/cuda-without-gpu.md). gemm() emulates it exactly instead. Said once per problem, since
-  // the plan (this decision) is cached.
+  // version or the GPU does not take, or a shape (cuBLASLt 13.1 on an H100 refused tensorwide
+  // problems only with our N under 16, which gemm() pads away: docs/perf/gpu-h100.md).
+  // gemm() emulates it exactly instead. Said once per problem, since the plan (this decision)
+  // is cached.
   if (none && call.a_mode != kUnscaled) {
     emulate_from_now_on(*plan, key, status);
     return plan;
@@ -310,8 +309,8 @@ bool lt_matmul(const LtCall& call, int device) {
                      plan.lt_b, &call.beta, call.c, plan.lt_c, call.c, plan.lt_c, &plan.algo,
                      call.workspace, call.workspace_bytes, stream());
   // The heuristic's algorithm can still be refused at the call (an H100's cuBLASLt 13.1 did so
-  // for a tensorwide e4m3 GEMM with M = 1, N = K = 16): nothing was enqueued, so a scaled FP8
-  // call is emulated, now and from now on.
+  // for every tensorwide FP8 GEMM whose scale was not 16-byte aligned, which gemm() now avoids):
+  // nothing was enqueued, so a scaled FP8 call is emulated, now and from now on.
   if (status == CUBLAS_STATUS_NOT_SUPPORTED && call.a_mode != kUnscaled) {
     emulate_from_now_on(plan, key, status);
     return false;
