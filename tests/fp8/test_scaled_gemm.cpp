@@ -543,6 +543,28 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   EXPECT_EQ(fused_kind(row), Fp8FusedKind::row_epilogue);
   EXPECT_EQ(fused_kind(blocks), Fp8FusedKind::scaled_f32);
 
+  // The scale checks are min/max reductions over the scale bits: one scale anywhere in the
+  // grid (first, middle, last) that is not a positive finite float, or an E8M0 code of 0
+  // (2^-127) or 0xFF (NaN), makes the way none; one scale off a power of two makes the
+  // pow2 grid take the epilogue.
+  for (const size_t cell :
+       {size_t{0}, row_pow2.a.scales.size() / 2, row_pow2.a.scales.size() - 1}) {
+    for (const double bad :
+         {-1.0, 0.0, -0.0, double{INFINITY}, -double{INFINITY}, double{NAN}, 0x1p-140}) {
+      ScaledGemm g = row_pow2;
+      set_scale(g.a, cell, bad);
+      EXPECT_EQ(fused_kind(g), Fp8FusedKind::none) << "scale " << bad << " at " << cell;
+    }
+    ScaledGemm off = row_pow2;
+    set_scale(off.a, cell, 1.5 * off.a.scales[cell]);
+    EXPECT_EQ(fused_kind(off), Fp8FusedKind::row_epilogue) << "cell " << cell;
+    for (const uint8_t code : {uint8_t{0}, uint8_t{0xFF}}) {
+      ScaledGemm g = mx;
+      g.b.scale_bytes[std::min(cell, g.b.scales.size() - 1)] = code;
+      EXPECT_EQ(fused_kind(g), Fp8FusedKind::none) << "E8M0 code " << int{code};
+    }
+  }
+
   // Out of range: E4M3's smallest subnormal 2^-9 times 2^-54 is below 2^-62; 448 times 2^41
   // is above 2^48; E5M2's 2^-16 times 2^-47 likewise; an E8M0 NaN scale.
   ScaledGemm tiny = make(kMx, kMx), huge = make(kTiles, kBlocks), tiny_b = make(kRow, kRow),
@@ -585,7 +607,7 @@ TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
       std::vector<uint8_t> codes(256 + 7);
       for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 % 256);
       std::vector<uint16_t> out(codes.size());
-      kernels::cpu::widen_fp8_to_bf16(codes.data(), dtype, out.data(), std::ssize(codes));
+      kernels::cpu::fp8_to_bf16(dtype)(codes.data(), out.data(), std::ssize(codes));
       for (size_t i = 0; i < codes.size(); ++i) {
         const float exact = fp8_to_f32(codes[i], dtype);
         if (std::isnan(exact)) {

@@ -2,7 +2,7 @@
 // portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
 //          gemm_reference, onednn_available, onednn_gemm, Fp8GemmPath, fp8_gemm_path,
-//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, widen_fp8_to_bf16,
+//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, fp8_to_bf16,
 //          Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
 #pragma once
 
@@ -65,8 +65,18 @@ void set_fp8_gemm_path(Fp8GemmPath path);
 // take (none: their scales' range does not allow it); and the GEMM, which returns false
 // without touching C where the kind is none (unless the block micro-kernel below takes
 // finite scales that split K: fp8_block_gemm_available()).
-// out[i] = the bf16 encoding of FP8 code in[i] (exact), vectorised where the CPU allows.
-void widen_fp8_to_bf16(const uint8_t* in, DType dtype, uint16_t* out, int64_t n);
+// Widens FP8 codes into their bf16 encodings (exact), vectorised where the CPU allows:
+// made once per kernel call (choosing the loop reads OCTET_CPU_ISA, a getenv that cost
+// 0.5% of an fp8 step when it ran per row), then called per row, out[i] = bf16(in[i]).
+struct Fp8ToBf16 {
+  void (*loop)(const uint8_t*, uint16_t*, int64_t, const float*, float, bool);
+  const float* table;
+  bool e4m3;
+  void operator()(const uint8_t* in, uint16_t* out, int64_t n) const {
+    loop(in, out, n, table, 1.0f, e4m3);
+  }
+};
+Fp8ToBf16 fp8_to_bf16(DType dtype);
 enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
 size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options);
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& options,

@@ -229,13 +229,14 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   const bool big = g.m * g.k + g.n * g.k > (int64_t{1} << 16);
 
   // A and B widened to bf16 (exact), K padded to even and rows padded with zeros.
+  const Fp8ToBf16 widen_a = fp8_to_bf16(g.a_dtype), widen_b = fp8_to_bf16(g.b_dtype);
 #pragma omp parallel for schedule(static) if (big)
   for (int64_t r = 0; r < l.mp + l.np; ++r) {
     const bool is_a = r < l.mp;
     const int64_t row = is_a ? r : r - l.mp;
     uint16_t* out = is_a ? a16 + row * l.kp : b16 + row * l.kp;
     if (row < (is_a ? g.m : g.n)) {
-      widen_fp8_to_bf16((is_a ? g.a : g.b) + row * g.k, is_a ? g.a_dtype : g.b_dtype, out, g.k);
+      (is_a ? widen_a : widen_b)((is_a ? g.a : g.b) + row * g.k, out, g.k);
       if (l.kp > g.k) out[g.k] = 0;
     } else {
       std::fill_n(out, l.kp, uint16_t{0});

@@ -28,9 +28,9 @@ size_t align_up(size_t x) {
 void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,
                uint16_t* dst) {
   // Below ~64 Ki elements one thread is faster than waking the others.
+  const Fp8ToBf16 widen_row = fp8_to_bf16(dtype);
 #pragma omp parallel for schedule(static) if (rows * width > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r)
-    widen_fp8_to_bf16(src + r * ld + k0, dtype, dst + r * width, width);
+  for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld + k0, dst + r * width, width);
 }
 
 // The scale_inv of row `row` of an operand in K slice `slice`.
