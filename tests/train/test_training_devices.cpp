@@ -140,7 +140,7 @@ TEST(CudaTraining, Fp32StepsFollowTheCpuStepForStep) {
 // kernel runs with the same block shapes), on a 16-token order-1 source, 80 steps of 8 x 16
 // tokens. On the CPU this configuration ends 2.7-3.8% above the floor (seeds 1-3, bf16 and
 // fp8); 40 or 60 steps ended up to 6.8% or 5.0% above it, so 80 leaves the margin.
-TrainConfig floor_run(const testing::TempDir& dir, nn::Precision precision) {
+TrainConfig floor_run(const testing::TempDir& dir, nn::Precision precision, const char* device) {
 #if defined(OCTET_CUDASIM)
   const std::string model = dir.file("tiny16.json");
   std::ofstream(model) << R"({"vocab_size": 16, "hidden_size": 64, "intermediate_size": 176,
@@ -156,33 +156,59 @@ TrainConfig floor_run(const testing::TempDir& dir, nn::Precision precision) {
   (void)dir;
   TrainConfig c = tiny_run("tiny", precision, 300);
 #endif
-  c.device = "cuda";
+  c.device = device;
   return c;
 }
 
-TEST(CudaTraining, Bf16AndFp8ReachTheEntropyFloorOnTheGpu) {
-  OCTET_SKIP_WITHOUT(Device::cuda(0));
-  testing::TempDir dir;
-  double val[2] = {0, 0}, floor = 0;
-  const nn::Precision precisions[2] = {nn::Precision::bf16, nn::Precision::fp8};
-  for (int i = 0; i < 2; ++i) {
-    const TrainConfig c = floor_run(dir, precisions[i]);
-    Trainer trainer(c);
-    const auto records = trainer.run();
-    ASSERT_EQ(records.size(), static_cast<size_t>(c.steps));
-    ASSERT_TRUE(records.back().val_loss.has_value());
-    val[i] = *records.back().val_loss;
-    floor = *trainer.loss_floor();
-    std::printf("[ result   ] cuda %s val_loss %.4f (floor %.4f)\n",
-                nn::precision_name(precisions[i]), val[i], floor);
+// The final validation loss of one floor run, and the corpus' entropy floor.
+struct FloorResult {
+  double val = 0, floor = 0;
+};
+FloorResult train_to_floor(const testing::TempDir& dir, nn::Precision precision,
+                           const char* device) {
+  const TrainConfig c = floor_run(dir, precision, device);
+  Trainer trainer(c);
+  const auto records = trainer.run();
+  EXPECT_EQ(records.size(), static_cast<size_t>(c.steps)) << device;
+  if (records.empty() || !records.back().val_loss.has_value()) {
+    ADD_FAILURE() << device << " " << nn::precision_name(precision) << ": no validation loss";
+    return {};
   }
-  // The CPU tests' criteria (Training.Fp32ReachesTheEntropyFloor and
-  // Training.Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16):
-  // within 5% of the floor (the validation estimate over 8 batches, 8 x 512 tokens on a GPU,
-  // 8 x 128 emulated, has a standard error of about 0.02 and 0.03 nats, inside the 5% = 0.06
-  // nats margin), and fp8 within 1% of bf16.
-  for (int i = 0; i < 2; ++i) EXPECT_LE(val[i], 1.05 * floor) << nn::precision_name(precisions[i]);
-  EXPECT_LE(std::abs(val[1] - val[0]), 0.01 * val[0]);
+  const FloorResult r{*records.back().val_loss, *trainer.loss_floor()};
+  std::printf("[ result   ] %s %s val_loss %.4f (floor %.4f)\n", device,
+              nn::precision_name(precision), r.val, r.floor);
+  return r;
+}
+
+// The CPU tests' criteria (Training.Fp32ReachesTheEntropyFloor and
+// Training.Bf16AndFp8ReachTheEntropyFloorAndFp8StaysOnBf16) for a run on the GPU: within 5%
+// of the floor (the validation estimate over 8 batches, 8 x 512 tokens on a GPU, 8 x 128
+// emulated, has a standard error of about 0.02 and 0.03 nats, inside the 5% = 0.06 nats
+// margin), and within 1% of bf16, here the CPU's bf16 run of the same configuration (same
+// seed, data and schedule; about 0.2 s emulated-size, seconds for tiny). One test per GPU
+// precision, each with its own CPU reference, so that ctest runs the two long GPU trainings
+// side by side (each is one process; emulated, one core each: 80 steps take about 6 minutes
+// under ASan, which made the single two-run test the end of CI's emulated-device stage).
+// Against the CPU bf16 run rather than the GPU one, each GPU run is held to the same reference:
+// GPU bf16 and GPU fp8 are then within 2% of each other, and each within 1% of the CPU,
+// whose own fp8 run stays within 1% of its bf16 (the CPU test).
+void expect_floor_on_gpu(nn::Precision precision) {
+  testing::TempDir dir;
+  const FloorResult cpu = train_to_floor(dir, nn::Precision::bf16, "cpu");
+  const FloorResult gpu = train_to_floor(dir, precision, "cuda");
+  EXPECT_EQ(gpu.floor, cpu.floor);  // the same corpus
+  EXPECT_LE(gpu.val, 1.05 * gpu.floor) << nn::precision_name(precision);
+  EXPECT_LE(std::abs(gpu.val - cpu.val), 0.01 * cpu.val) << nn::precision_name(precision);
+}
+
+TEST(CudaTraining, Bf16ReachesTheEntropyFloorOnTheGpuAndStaysOnTheCpuRun) {
+  OCTET_SKIP_WITHOUT(Device::cuda(0));
+  expect_floor_on_gpu(nn::Precision::bf16);
+}
+
+TEST(CudaTraining, Fp8ReachesTheEntropyFloorOnTheGpuAndStaysOnBf16) {
+  OCTET_SKIP_WITHOUT(Device::cuda(0));
+  expect_floor_on_gpu(nn::Precision::fp8);
 }
 
 class TrainingOnDevice : public ::testing::TestWithParam<Device> {};
