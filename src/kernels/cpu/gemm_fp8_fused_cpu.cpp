@@ -104,12 +104,13 @@ ScaleRange range_of(const OperandScales& s, DType fp8) {
     lo = e8m0_to_f32(e_lo);
     hi = e8m0_to_f32(e_hi);
   } else if (s.data != nullptr) {
-    const auto* bits = static_cast<const uint32_t*>(s.data);
+    const auto* v = static_cast<const float*>(s.data);
     uint32_t b_lo = 0xFFFFFFFFu, b_hi = 0, mantissas = 0;
     for (int64_t i = 0; i < n; ++i) {
-      b_lo = std::min(b_lo, bits[i]);
-      b_hi = std::max(b_hi, bits[i]);
-      mantissas |= bits[i];
+      const uint32_t bits = f32_bits(v[i]);
+      b_lo = std::min(b_lo, bits);
+      b_hi = std::max(b_hi, bits);
+      mantissas |= bits;
     }
     finite = b_lo >= 1 && b_hi < 0x7F800000u;
     pow2 = (mantissas & 0x007FFFFFu) == 0;
