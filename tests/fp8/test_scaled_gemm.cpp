@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -544,11 +545,11 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   EXPECT_EQ(fused_kind(blocks), Fp8FusedKind::scaled_f32);
 
   // The scale checks are min/max reductions over the scale bits: one scale anywhere in the
-  // grid (first, middle, last) that is not a positive finite float, or an E8M0 code of 0
+  // grid (first, middle, last cell) that is not a positive finite float, or an E8M0 code of 0
   // (2^-127) or 0xFF (NaN), makes the way none; one scale off a power of two makes the
   // pow2 grid take the epilogue.
-  for (const size_t cell :
-       {size_t{0}, row_pow2.a.scales.size() / 2, row_pow2.a.scales.size() - 1}) {
+  auto first_middle_last = [](size_t n) { return std::array<size_t, 3>{0, n / 2, n - 1}; };
+  for (const size_t cell : first_middle_last(row_pow2.a.scales.size())) {
     for (const double bad :
          {-1.0, 0.0, -0.0, double{INFINITY}, -double{INFINITY}, double{NAN}, 0x1p-140}) {
       ScaledGemm g = row_pow2;
@@ -558,10 +559,12 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
     ScaledGemm off = row_pow2;
     set_scale(off.a, cell, 1.5 * off.a.scales[cell]);
     EXPECT_EQ(fused_kind(off), Fp8FusedKind::row_epilogue) << "cell " << cell;
+  }
+  for (const size_t cell : first_middle_last(mx.b.scales.size())) {
     for (const uint8_t code : {uint8_t{0}, uint8_t{0xFF}}) {
       ScaledGemm g = mx;
-      g.b.scale_bytes[std::min(cell, g.b.scales.size() - 1)] = code;
-      EXPECT_EQ(fused_kind(g), Fp8FusedKind::none) << "E8M0 code " << int{code};
+      g.b.scale_bytes[cell] = code;
+      EXPECT_EQ(fused_kind(g), Fp8FusedKind::none) << "E8M0 code " << int{code} << " at " << cell;
     }
   }
 

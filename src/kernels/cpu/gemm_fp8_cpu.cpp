@@ -27,8 +27,8 @@ size_t align_up(size_t x) {
 // Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] bf16 one.
 void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,
                uint16_t* dst) {
-  // Below ~64 Ki elements one thread is faster than waking the others.
   const Fp8ToBf16 widen_row = fp8_to_bf16(dtype);
+  // Below ~64 Ki elements one thread is faster than waking the others.
 #pragma omp parallel for schedule(static) if (rows * width > (1 << 16))
   for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld + k0, dst + r * width, width);
 }
