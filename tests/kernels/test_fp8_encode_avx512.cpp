@@ -83,9 +83,18 @@ bool has_avx512() {
   return kernels::cpu::hardware_isa() == Isa::avx512;
 }
 
+// nan_free: the inputs without their NaNs, with the bound of Inf's bits that leaves the
+// encoder's NaN select out (±Inf stay in: the clamp must give their codes); else the bound
+// "unknown", with every NaN.
 template <bool kE4M3>
-void check_direct(const std::vector<float>& x, bool saturate) {
-  SCOPED_TRACE(std::string(kE4M3 ? "e4m3" : "e5m2") + (saturate ? " saturate" : " nonfinite"));
+void check_direct(const std::vector<float>& all, bool saturate, bool nan_free) {
+  SCOPED_TRACE(std::string(kE4M3 ? "e4m3" : "e5m2") + (saturate ? " saturate" : " nonfinite") +
+               (nan_free ? " NaN-free bound" : " no bound"));
+  std::vector<float> x;
+  for (float v : all) {
+    if (!nan_free || !std::isnan(v)) x.push_back(v);
+  }
+  const uint32_t amax_bits = nan_free ? 0x7F800000u : 0xFFFFFFFFu;
   const int64_t n = static_cast<int64_t>(x.size());
   // One multiplier per element, some of them not 1, so the vector product is tested too.
   std::vector<float> scale(x.size());
@@ -95,7 +104,7 @@ void check_direct(const std::vector<float>& x, bool saturate) {
   // n - 1 elements: a ragged tail; the byte past it must stay untouched.
   kernels::cpu::avx512::encode_run<float, kE4M3, true>(x.data(), out.data(), n - 1,
                                                        static_cast<const float*>(scale.data()),
-                                                       saturate, saturated, flushed);
+                                                       saturate, amax_bits, saturated, flushed);
   int64_t mismatches = 0;
   for (int64_t i = 0; i + 1 < n; ++i) {
     const uint8_t want = reference(x[i] * scale[i], kE4M3, saturate);
@@ -120,8 +129,10 @@ TEST(Fp8EncodeAvx512, MatchesTheScalarEncoderOnEveryInputClass) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
   const std::vector<float> x = inputs();
   for (bool saturate : {true, false}) {
-    check_direct<true>(x, saturate);
-    check_direct<false>(x, saturate);
+    for (bool nan_free : {false, true}) {
+      check_direct<true>(x, saturate, nan_free);
+      check_direct<false>(x, saturate, nan_free);
+    }
   }
 }
 
@@ -134,7 +145,7 @@ TEST(Fp8EncodeAvx512, EveryTailLength) {
     std::vector<uint8_t> out(x.size(), 0xA5);
     uint64_t unused = 0;
     kernels::cpu::avx512::encode_run<float, true, false>(x.data(), out.data(), n, 1.5f, true,
-                                                         unused, unused);
+                                                         0xFFFFFFFFu, unused, unused);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], f32_to_e4m3(x[i] * 1.5f)) << n << " " << i;
     for (size_t i = n; i < out.size(); ++i) ASSERT_EQ(out[i], 0xA5) << n << " " << i;
   }

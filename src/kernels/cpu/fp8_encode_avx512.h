@@ -40,9 +40,11 @@ struct Fp8Vec {
 // clamped to `limit` (which also catches ±Inf and is the overflow result).
 // Below the smallest normal: |v| + magic, an f32 add whose ulp is the FP8
 // subnormal quantum, so the FPU's own rounding gives the code in the low mantissa
-// bits (also the smallest normal when it rounds up). NaN: the format's NaN code.
+// bits (also the smallest normal when it rounds up). NaN: the format's NaN code; !kNan
+// leaves that select out, for callers that know the values hold no NaN (their amax is not
+// NaN: ±Inf needs no select, the clamp gives it).
 // Sign: bit 31 moved to bit 7.
-template <bool kE4M3>
+template <bool kE4M3, bool kNan = true>
 OCTET_AVX512_INLINE __m512i encode16(__m512 v, __m512i limit) {
   using F = Fp8Vec<kE4M3>;
   const __m512i bits = _mm512_castps_si512(v);
@@ -56,8 +58,10 @@ OCTET_AVX512_INLINE __m512i encode16(__m512 v, __m512i limit) {
   __m512i code = _mm512_castps_si512(_mm512_mask_add_ps(_mm512_castsi512_ps(normal), sub,
                                                         _mm512_castsi512_ps(mag),
                                                         _mm512_set1_ps(F::f.subnormal_magic)));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000));
-  code = _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(static_cast<int>(F::f.nan_code)));
+  if constexpr (kNan) {
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000));
+    code = _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(static_cast<int>(F::f.nan_code)));
+  }
   // code | ((bits >> 24) & 0x80)
   return _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80),
                                    0xF8);
@@ -116,25 +120,22 @@ OCTET_AVX512_INLINE void count16(__m512 xv, __m512 v, __m512i code, __m512i& sat
 }
 
 // One step of encode_run: 16 values at i (kFull) or the n < 16 of the tail mask k.
-template <bool kFull, class In, bool kE4M3, bool kCount, class Scale>
+template <bool kFull, class In, bool kE4M3, bool kCount, bool kNan, class Scale>
 OCTET_AVX512_INLINE void encode_step(const In* __restrict x, uint8_t* __restrict out, int64_t i,
                                      __mmask16 k, Scale scale, __m512i limit, __m512i& sat,
                                      __m512i& flush) {
   const __m512 xv = load16<kFull>(x + i, k);
   const __m512 v = _mm512_mul_ps(xv, scale16<kFull>(scale, i, k));
-  const __m512i code = encode16<kE4M3>(v, limit);
+  const __m512i code = encode16<kE4M3, kNan>(v, limit);
   store16<kFull>(out + i, k, code);
   if constexpr (kCount) count16<kE4M3>(xv, v, code, sat, flush);
 }
 
-// out[i] = code of x[i] * scale (scale: one float, or one per element). With kCount,
-// also adds to `saturated` the finite x whose |x * scale| is at or past the
-// format's overflow boundary, and to `flushed` the nonzero finite x whose code is ±0
-// (quantize_cpu.cpp's encode_loop defines them).
-template <class In, bool kE4M3, bool kCount, class Scale>
-inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __restrict out,
-                                           int64_t n, Scale scale, bool saturate,
-                                           uint64_t& saturated, uint64_t& flushed) {
+// encode_run with the NaN select in or out.
+template <class In, bool kE4M3, bool kCount, bool kNan, class Scale>
+OCTET_AVX512_INLINE void encode_run_as(const In* __restrict x, uint8_t* __restrict out, int64_t n,
+                                       Scale scale, bool saturate, uint64_t& saturated,
+                                       uint64_t& flushed) {
   constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   static_assert(f.overflow_code == f.max_code + 1);
@@ -145,11 +146,12 @@ inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __re
     __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
     int64_t i = begin;
     for (; i + 16 <= end; i += 16) {
-      encode_step<true, In, kE4M3, kCount>(x, out, i, __mmask16{0xFFFF}, scale, limit, sat, flush);
+      encode_step<true, In, kE4M3, kCount, kNan>(x, out, i, __mmask16{0xFFFF}, scale, limit, sat,
+                                                 flush);
     }
     if (i < end) {
       const auto tail = static_cast<__mmask16>((1u << (end - i)) - 1);
-      encode_step<false, In, kE4M3, kCount>(x, out, i, tail, scale, limit, sat, flush);
+      encode_step<false, In, kE4M3, kCount, kNan>(x, out, i, tail, scale, limit, sat, flush);
     }
     if constexpr (kCount) {
       saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));
@@ -158,43 +160,73 @@ inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __re
   }
 }
 
+// out[i] = code of x[i] * scale (scale: one float, or one per element). With kCount,
+// also adds to `saturated` the finite x whose |x * scale| is at or past the
+// format's overflow boundary, and to `flushed` the nonzero finite x whose code is ±0
+// (quantize_cpu.cpp's encode_loop defines them). `amax_bits`: an upper bound of the |x|
+// bits (0xFFFFFFFF where unknown); at most Inf's, x holds no NaN, and as the multipliers are
+// finite and positive (every computed scale is; callers pass 0xFFFFFFFF for others) neither
+// does x * scale, so the NaN select is left out.
+template <class In, bool kE4M3, bool kCount, class Scale>
+inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __restrict out,
+                                           int64_t n, Scale scale, bool saturate,
+                                           uint32_t amax_bits, uint64_t& saturated,
+                                           uint64_t& flushed) {
+  if (amax_bits <= 0x7F800000u) {
+    encode_run_as<In, kE4M3, kCount, false>(x, out, n, scale, saturate, saturated, flushed);
+  } else {
+    encode_run_as<In, kE4M3, kCount, true>(x, out, n, scale, saturate, saturated, flushed);
+  }
+}
+
+// encode_tile's full-width tile (64 columns): four vectors a row, the four scale vectors kept
+// in registers while consecutive rows share them (rows of one band).
+template <class In, bool kE4M3, bool kNan, class RowScale>
+OCTET_AVX512_INLINE void encode_tile64(const In* __restrict x, int64_t x_stride,
+                                       uint8_t* __restrict out, int64_t out_stride, int64_t rows,
+                                       RowScale row_scale, bool saturate) {
+  constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
+  const float* current = nullptr;
+  __m512 s[4];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* scale = static_cast<const float*>(row_scale(r));
+    if (scale != current) {
+      current = scale;
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512 xv = load16<true>(x + r * x_stride + 16 * v, __mmask16{0xFFFF});
+      const __m512i code = encode16<kE4M3, kNan>(_mm512_mul_ps(xv, s[v]), limit);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride + 16 * v),
+                       _mm512_cvtepi32_epi8(code));
+    }
+  }
+}
+
 // A tile: rows x cols elements of x (row stride x_stride) into out (row stride
 // out_stride), row r multiplied element-wise by row_scale(r) (a const float*, one
-// per column); no counts.
+// per column); no counts. `amax_bits` as for encode_run.
 template <class In, bool kE4M3, class RowScale>
 inline OCTET_AVX512_TARGET void encode_tile(const In* __restrict x, int64_t x_stride,
                                             uint8_t* __restrict out, int64_t out_stride,
                                             int64_t rows, int64_t cols, RowScale row_scale,
-                                            bool saturate) {
-  if (cols == 64) {
-    // Full tile rows (the common case): four vectors a row, the four scale vectors kept in
-    // registers while consecutive rows share them (rows of one band).
-    constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
-    const __m512i limit =
-        _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
-    const float* current = nullptr;
-    __m512 s[4];
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* scale = static_cast<const float*>(row_scale(r));
-      if (scale != current) {
-        current = scale;
-#pragma GCC unroll 4
-        for (int v = 0; v < 4; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
-      }
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        const __m512 xv = load16<true>(x + r * x_stride + 16 * v, __mmask16{0xFFFF});
-        const __m512i code = encode16<kE4M3>(_mm512_mul_ps(xv, s[v]), limit);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride + 16 * v),
-                         _mm512_cvtepi32_epi8(code));
-      }
+                                            bool saturate, uint32_t amax_bits) {
+  if (cols == 64) {  // the common case
+    if (amax_bits <= 0x7F800000u) {
+      encode_tile64<In, kE4M3, false>(x, x_stride, out, out_stride, rows, row_scale, saturate);
+    } else {
+      encode_tile64<In, kE4M3, true>(x, x_stride, out, out_stride, rows, row_scale, saturate);
     }
     return;
   }
   uint64_t unused = 0;
   for (int64_t r = 0; r < rows; ++r) {
     encode_run<In, kE4M3, false>(x + r * x_stride, out + r * out_stride, cols,
-                                 static_cast<const float*>(row_scale(r)), saturate, unused, unused);
+                                 static_cast<const float*>(row_scale(r)), saturate, amax_bits,
+                                 unused, unused);
   }
 }
 

@@ -54,6 +54,21 @@ OCTET_AVX512_INLINE __m512i mag16(const In* x, __mmask16 k) {
   return _mm512_and_si512(_mm512_castps_si512(load16<kFull>(x, k)), _mm512_set1_epi32(0x7FFFFFFF));
 }
 
+// The encode half of mx_group: each vector times its block's multiplier (lane i / 2 of mult).
+template <class In, bool kE4M3, bool kCount, int kVecs, bool kFull, bool kNan>
+OCTET_AVX512_INLINE void mx_encode(const In* __restrict x, const __mmask16* k,
+                                   uint8_t* __restrict out, __m512 mult, __m512i limit,
+                                   __m512i& sat, __m512i& flush) {
+#pragma GCC unroll 32
+  for (int i = 0; i < kVecs; ++i) {
+    const __m512 xv = load16<kFull>(x + 16 * i, k[i]);
+    const __m512 v = _mm512_mul_ps(xv, _mm512_permutexvar_ps(_mm512_set1_epi32(i / 2), mult));
+    const __m512i code = encode16<kE4M3, kNan>(v, limit);
+    store16<kFull>(out + 16 * i, k[i], code);
+    if constexpr (kCount) count16<kE4M3>(xv, v, code, sat, flush);
+  }
+}
+
 // kVecs / 2 blocks (32 or 16 vectors of 16 values; n <= 16 kVecs values, kFull: n == 16 kVecs)
 // of mx_row.
 template <class In, bool kE4M3, bool kCount, int kVecs, bool kFull>
@@ -80,13 +95,12 @@ OCTET_AVX512_INLINE void mx_group(const In* __restrict x, int64_t n, uint8_t* __
                                  : static_cast<__mmask16>((1u << ((n + 31) / 32)) - 1);
   _mm512_mask_cvtepi32_storeu_epi8(scale_inv, blocks, e);
   const __m512 mult = e8m0_multiplier(e);
-#pragma GCC unroll 32
-  for (int i = 0; i < kVecs; ++i) {
-    const __m512 xv = load16<kFull>(x + 16 * i, k[i]);
-    const __m512 v = _mm512_mul_ps(xv, _mm512_permutexvar_ps(_mm512_set1_epi32(i / 2), mult));
-    const __m512i code = encode16<kE4M3>(v, limit);
-    store16<kFull>(out + 16 * i, k[i], code);
-    if constexpr (kCount) count16<kE4M3>(xv, v, code, sat, flush);
+  // No NaN among the blocks (their amaxes at most Inf's; the multipliers are finite powers of
+  // two): the encoder's NaN select is left out.
+  if (_mm512_cmpgt_epu32_mask(amax, _mm512_set1_epi32(0x7F800000)) == 0) {
+    mx_encode<In, kE4M3, kCount, kVecs, kFull, false>(x, k, out, mult, limit, sat, flush);
+  } else {
+    mx_encode<In, kE4M3, kCount, kVecs, kFull, true>(x, k, out, mult, limit, sat, flush);
   }
 }
 

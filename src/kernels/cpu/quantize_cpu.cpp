@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -134,7 +135,9 @@ template <class In>
 // out = encode(x * scale); with kCount, also the values that overflowed the format
 // (|x * scale| past the rounding boundary of ±max, x finite: the unsaturated
 // conversion would give Inf/NaN) and the nonzero finite values that became ±0.
-// The multiplier: one per call, or one per element (runs of narrow blocks).
+// The multiplier: one per call, or one per element (runs of narrow blocks). st.amax_bits
+// comes in as a bound on the |x| bits of the run (the callers take it before encoding;
+// 0xFFFFFFFF where unknown): the avx512 encoder leaves its NaN select out below Inf's.
 [[gnu::always_inline]] inline float scale_at(float scale, int64_t) {
   return scale;
 }
@@ -149,7 +152,8 @@ template <class In, bool kE4M3, bool kCount, bool kAvx512, class Scale>
                                                int64_t n, Scale scale, bool saturate, Stats& st) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if constexpr (kAvx512) {
-    avx512::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, st.saturated, st.flushed);
+    avx512::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, st.amax_bits, st.saturated,
+                                          st.flushed);
     return;
   }
 #endif
@@ -339,6 +343,10 @@ struct Transposed {
         }
       }
     }
+    uint32_t task_max = 0;  // bounds |x| in the task: the encoder's NaN select (kAvx512)
+    for (int64_t band = 0; band < nbands; ++band) {
+      for (int64_t b = 0; b < nb; ++b) task_max = std::max(task_max, block_max[band][b]);
+    }
     for (int64_t band = 0; band < nbands; ++band) {
       const int64_t first = t.c0 / t.block_w * t.scale_cols + t.band + band;  // of block 0
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -383,8 +391,8 @@ struct Transposed {
         };
 #if defined(__x86_64__) && defined(__GNUC__)
         if constexpr (kAvx512) {
-          avx512::encode_tile<In, kE4M3>(tile_x, t.cols, tile, kTile, th, sw, row_scale,
-                                         j.saturate);
+          avx512::encode_tile<In, kE4M3>(tile_x, t.cols, tile, kTile, th, sw, row_scale, j.saturate,
+                                         task_max);
         } else
 #endif
         {
@@ -514,12 +522,16 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   } else {
     scale = block_scale(j, amax_bits, out.scale_inv.data, 0);
   }
+  // A given scale may be anything (0, Inf, NaN): only with a finite positive one and a
+  // computed amax does the encoder know that x * scale holds no NaN.
+  const bool amax_known = (!given || !out.amax.empty()) && scale > 0.0f && scale <= FLT_MAX;
   uint64_t saturated = 0, flushed = 0;
   auto* data = out.data.as<uint8_t>();
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
     Stats s;
+    s.amax_bits = amax_known ? amax_bits : 0xFFFFFFFFu;  // the bound encode_loop reads
     k.encode(j, byte_offset(x.data, begin, in_size), data + begin, count, scale, &s);
     saturated += s.saturated;
     flushed += s.flushed;
@@ -528,10 +540,24 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   st.flushed = flushed;
 }
 
+// How many rows of 1 x block_cols blocks to quantize as one: where the blocks tile each
+// row exactly, the blocks of consecutive rows follow each other in memory and so do their
+// scales, so m rows are one row m times as long (up to kFlatRow values; m divides rows).
+// Short rows then keep the vector loops full: MX's loop takes sixteen blocks at a time, of
+// which a row of 64 values fills two, and a row of 1376 leaves a group of three blocks.
+constexpr int64_t kFlatRow = 4096;
+int64_t rows_per_flat_row(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) {
+  if (block_rows != 1 || block_cols >= cols || cols % block_cols != 0) return 1;
+  int64_t m = std::max<int64_t>(kFlatRow / cols, 1);
+  while (rows % m != 0) --m;
+  return m;
+}
+
 // Bands of block_rows rows, each with its row of scales; the bands run in parallel.
 void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const QuantizeOutputs& out,
                     int64_t block_rows, int64_t block_cols, Stats& st) {
-  const int64_t rows = x.rows(), cols = x.cols();
+  const int64_t flat = rows_per_flat_row(x.rows(), x.cols(), block_rows, block_cols);
+  const int64_t rows = x.rows() / flat, cols = x.cols() * flat;
   const int64_t bands = (rows + block_rows - 1) / block_rows;
   const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
   const size_t in_size = dtype_size(x.dtype), scale_size = dtype_size(out.scale_inv.dtype);
