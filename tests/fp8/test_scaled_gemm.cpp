@@ -633,7 +633,8 @@ TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
 // identity (E4M3 1.0 on the diagonal, E8M0 scales of 1), each element of C = A'·Iᵀ is one
 // exact product plus zeros, so C must equal value x 2^e of every element of A bit for bit
 // (no bound needed), for every finite code of both formats, scales 2^-20..2^20, on every
-// instruction-set level, with a K that ends in a half 32-code block (a partial vector).
+// instruction-set level, with a K that ends in a half 32-code block (a partial vector) and
+// one of whole blocks.
 TEST(CpuFp8FusedGemm, FoldedWideningGivesEveryCodeTimesItsScaleExactly) {
   using kernels::cpu::Fp8FusedKind;
   testing::Rng rng(testing::fresh_seed());
@@ -642,38 +643,66 @@ TEST(CpuFp8FusedGemm, FoldedWideningGivesEveryCodeTimesItsScaleExactly) {
   kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
   const char* saved = std::getenv("OCTET_CPU_ISA");
   const std::string restore = saved ? saved : "";
-  const int64_t m = 24, k = 32 * 9 + 16;  // 304 (FP8 GEMMs take K % 16 == 0): the last block 16
-  for (const char* isa : {"avx512", "avx2", "baseline"}) {
-    setenv("OCTET_CPU_ISA", isa, 1);
-    for (const DType dtype : {DType::e4m3, DType::e5m2}) {
-      ScaledOperand a = random_operand(dtype, m, k, kMx, rng);
-      // Every finite code in turn (the random ones are overwritten).
-      std::vector<uint8_t> finite;
-      for (int v = 0; v < 256; ++v)
-        if (std::isfinite(fp8_to_f32(static_cast<uint8_t>(v), dtype)))
-          finite.push_back(static_cast<uint8_t>(v));
-      for (size_t i = 0; i < a.codes.size(); ++i) {
-        a.codes[i] = finite[i % finite.size()];
-        a.values[i] = fp8_to_f32(a.codes[i], dtype);
-      }
-      std::uniform_int_distribution<int> exponent(-20, 20);
-      for (size_t i = 0; i < a.scales.size(); ++i) set_scale(a, i, std::exp2(exponent(rng)));
-      ScaledOperand b = random_operand(DType::e4m3, k, k, kMx, rng);
-      for (int64_t r = 0; r < k; ++r) {
-        for (int64_t c = 0; c < k; ++c) {
-          b.codes[r * k + c] = r == c ? uint8_t{0x38} : uint8_t{0};  // E4M3 1.0 and +0
-          b.values[r * k + c] = r == c ? 1.0 : 0.0;
+  // K = 304 (FP8 GEMMs take K % 16 == 0): the last block 16, each row widened on its own;
+  // K = 288: whole blocks, the rows widened as one run of blocks.
+  const int64_t m = 24;
+  for (const int64_t k : {int64_t{32 * 9 + 16}, int64_t{32 * 9}}) {
+    for (const char* isa : {"avx512", "avx2", "baseline"}) {
+      setenv("OCTET_CPU_ISA", isa, 1);
+      for (const DType dtype : {DType::e4m3, DType::e5m2}) {
+        ScaledOperand a = random_operand(dtype, m, k, kMx, rng);
+        // Every finite code in turn (the random ones are overwritten).
+        std::vector<uint8_t> finite;
+        for (int v = 0; v < 256; ++v)
+          if (std::isfinite(fp8_to_f32(static_cast<uint8_t>(v), dtype)))
+            finite.push_back(static_cast<uint8_t>(v));
+        for (size_t i = 0; i < a.codes.size(); ++i) {
+          a.codes[i] = finite[i % finite.size()];
+          a.values[i] = fp8_to_f32(a.codes[i], dtype);
         }
-      }
-      for (size_t i = 0; i < b.scales.size(); ++i) set_scale(b, i, 1.0);
-      const ScaledGemm g{a, b, random_c(DType::f32, m, k, rng), 1.0f, 0.0f};
-      ASSERT_EQ(fused_kind(g), Fp8FusedKind::folded_bf16) << g.describe();
-      const std::vector<double> c = run_kernel_gemm(Device::cpu(), g);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < k; ++j) {
-          ASSERT_EQ(c[i * k + j], a.values[i * k + j] * a.scale_at(i, j))
-              << isa << " " << dtype_name(dtype) << " code " << int{a.codes[i * k + j]} << " at ("
-              << i << ", " << j << ")";
+        std::uniform_int_distribution<int> exponent(-20, 20);
+        for (size_t i = 0; i < a.scales.size(); ++i) set_scale(a, i, std::exp2(exponent(rng)));
+        ScaledOperand b = random_operand(DType::e4m3, k, k, kMx, rng);
+        for (int64_t r = 0; r < k; ++r) {
+          for (int64_t c = 0; c < k; ++c) {
+            b.codes[r * k + c] = r == c ? uint8_t{0x38} : uint8_t{0};  // E4M3 1.0 and +0
+            b.values[r * k + c] = r == c ? 1.0 : 0.0;
+          }
+        }
+        for (size_t i = 0; i < b.scales.size(); ++i) set_scale(b, i, 1.0);
+        const ScaledGemm g{a, b, random_c(DType::f32, m, k, rng), 1.0f, 0.0f};
+        ASSERT_EQ(fused_kind(g), Fp8FusedKind::folded_bf16) << g.describe();
+        const std::vector<double> c = run_kernel_gemm(Device::cpu(), g);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            ASSERT_EQ(c[i * k + j], a.values[i * k + j] * a.scale_at(i, j))
+                << isa << " " << dtype_name(dtype) << " code " << int{a.codes[i * k + j]} << " at ("
+                << i << ", " << j << ") K " << k;
+          }
+        }
+        // Non-finite codes (E4M3's NaN, E5M2's Inf and NaNs, both signs) stay non-finite under
+        // the block's power of two: each even row holds one of them, so every element of such
+        // a row of C is NaN or Inf (a sum with NaN x 0 or Inf x 0 in it; Inf x 1 on the
+        // diagonal), and every element of the odd rows is finite.
+        std::vector<uint8_t> nonfinite;
+        for (int v = 0; v < 256; ++v)
+          if (!std::isfinite(fp8_to_f32(static_cast<uint8_t>(v), dtype)))
+            nonfinite.push_back(static_cast<uint8_t>(v));
+        for (size_t i = 0; i < a.scales.size(); ++i) set_scale(a, i, 0x1p7);
+        for (int64_t i = 0; i < m; ++i) {
+          const size_t at = static_cast<size_t>(i * k + (i * 7) % k);
+          a.codes[at] =
+              i % 2 == 0 ? nonfinite[static_cast<size_t>(i / 2) % nonfinite.size()] : uint8_t{0x38};
+          a.values[at] = fp8_to_f32(a.codes[at], dtype);
+        }
+        const ScaledGemm h{a, b, random_c(DType::f32, m, k, rng), 1.0f, 0.0f};
+        ASSERT_EQ(fused_kind(h), Fp8FusedKind::folded_bf16) << h.describe();
+        const std::vector<double> d = run_kernel_gemm(Device::cpu(), h);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            ASSERT_EQ(!std::isfinite(d[i * k + j]), i % 2 == 0)
+                << isa << " " << dtype_name(dtype) << " row " << i << " column " << j << " K " << k;
+          }
         }
       }
     }

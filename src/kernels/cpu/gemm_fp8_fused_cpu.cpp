@@ -53,9 +53,10 @@ struct OperandScales {
   bool e8m0 = false;
   int64_t block_rows = 1, block_cols = 1, grid_rows = 1, grid_cols = 1;
 
-  float at(int64_t row, int64_t slice) const {
+  float at(int64_t row, int64_t slice) const { return flat(row / block_rows * grid_cols + slice); }
+  // The scale stored at `index` of the [grid_rows, grid_cols] grid.
+  float flat(int64_t index) const {
     if (data == nullptr) return 1.0f;
-    const int64_t index = row / block_rows * grid_cols + slice;
     return e8m0 ? e8m0_to_f32(static_cast<const uint8_t*>(data)[index])
                 : static_cast<const float*>(data)[index];
   }
@@ -282,16 +283,18 @@ OCTET_AVX512 inline void widen32_avx512(const uint8_t* in, uint16_t* out, int64_
   const __m256i bytes = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in))
                               : _mm256_maskz_loadu_epi8(live, in);
   const __m512i codes = _mm512_cvtepu8_epi16(bytes);
-  const __m512i mag = _mm512_and_si512(codes, _mm512_set1_epi16(0x7F));
-  const __m512i lo = _mm512_permutex2var_epi16(t[0], mag, t[1]);
-  const __m512i hi = _mm512_permutex2var_epi16(t[2], mag, t[3]);
-  __m512i v = _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(mag, _mm512_set1_epi16(0x40)), hi);
-  // Finite and nonzero: the bf16 exponent field in [1, 254].
-  const __m512i exponent = _mm512_and_si512(_mm512_srli_epi16(v, 7), _mm512_set1_epi16(0xFF));
-  const __mmask32 scaled = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(exponent, _mm512_set1_epi16(1)),
-                                                   _mm512_set1_epi16(254));
+  // vpermt2w reads the low six bits of each index, so the codes index the table with their
+  // sign still set: bit 6 picks the half.
+  const __m512i lo = _mm512_permutex2var_epi16(t[0], codes, t[1]);
+  const __m512i hi = _mm512_permutex2var_epi16(t[2], codes, t[3]);
+  __m512i v = _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), hi);
+  // Finite and nonzero: the magnitude's bf16 bits nonzero and below Inf's (0x7F80).
+  const __mmask32 scaled =
+      _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(v, v), v, _mm512_set1_epi16(0x7F80));
   v = _mm512_mask_add_epi16(v, scaled, v, shift);
-  v = _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(codes, _mm512_set1_epi16(0x80)), 8));
+  // v | (code << 8 & 0x8000): the sign.
+  v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(codes, 8),
+                                _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0xF8);
   if constexpr (kFull) {
     _mm512_storeu_si512(out, v);
   } else {
@@ -397,7 +400,41 @@ template <class Out>
 void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_t k,
            const OperandScales& s, bool apply_scales, Out* dst) {
   const float* table = decode_table(dtype);
+  const bool e4m3 = dtype == DType::e4m3;
+  if (!apply_scales || (s.grid_rows == 1 && s.grid_cols == 1)) {
+    // One scale for the whole matrix (or none): one run of rows x k codes, cut into chunks,
+    // not a call per row (rows of 64 or 256 codes spent much of it on the calls).
+    const float scale = apply_scales ? s.at(0, 0) : 1.0f;
+    const int64_t n = rows * k, chunks = (n + kParallelElements - 1) / kParallelElements;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
+      if constexpr (sizeof(Out) == 2) {
+        l.widen_bf16(src + begin, dst + begin, count, table, scale, e4m3);
+      } else {
+        l.widen_f32(src + begin, dst + begin, count, table, scale, e4m3);
+      }
+    }
+    return;
+  }
   if constexpr (sizeof(Out) == 2) {
+    if (apply_scales && s.block_rows == 1 && s.block_cols < k && k % s.block_cols == 0) {
+      // 1 x N blocks that tile each row (MX on K a multiple of 32): the blocks of all rows are
+      // one run and so are their scales (flat index r * grid_cols + slice); pieces of kSlices
+      // blocks with their scales gathered, whatever the row boundaries.
+      constexpr int64_t kSlices = 64;
+      const int64_t blocks = rows * s.grid_cols, pieces = (blocks + kSlices - 1) / kSlices;
+#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+      for (int64_t p = 0; p < pieces; ++p) {
+        float scales[kSlices];
+        const int64_t b0 = p * kSlices, count = std::min(kSlices, blocks - b0);
+        for (int64_t x = 0; x < count; ++x) scales[x] = s.flat(b0 + x);
+        const int64_t c0 = b0 * s.block_cols;
+        l.widen_bf16_blocks(src + c0, dst + c0, count * s.block_cols, s.block_cols, scales, table,
+                            e4m3);
+      }
+      return;
+    }
     if (apply_scales && s.block_cols < k) {
       // MX and other K-split power-of-two grids: each row's block scales gathered, then one
       // call per row and up to kSlices blocks (not one per 32-code block).
@@ -410,7 +447,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
           for (int64_t x = 0; x < count; ++x) scales[x] = s.at(r, x0 + x);
           const int64_t c0 = x0 * s.block_cols, w = std::min(count * s.block_cols, k - c0);
           l.widen_bf16_blocks(src + r * k + c0, dst + r * k + c0, w, s.block_cols, scales, table,
-                              dtype == DType::e4m3);
+                              e4m3);
         }
       }
       return;
@@ -422,9 +459,9 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       const int64_t w = std::min(s.block_cols, k - s0);
       const float scale = apply_scales ? s.at(r, slice) : 1.0f;
       if constexpr (sizeof(Out) == 2) {
-        l.widen_bf16(src + r * k + s0, dst + r * k + s0, w, table, scale, dtype == DType::e4m3);
+        l.widen_bf16(src + r * k + s0, dst + r * k + s0, w, table, scale, e4m3);
       } else {
-        l.widen_f32(src + r * k + s0, dst + r * k + s0, w, table, scale, dtype == DType::e4m3);
+        l.widen_f32(src + r * k + s0, dst + r * k + s0, w, table, scale, e4m3);
       }
     }
   }
