@@ -196,6 +196,9 @@ struct Loops {
                             bool);
   void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float, bool);
   void (*epilogue)(const float*, const float*, int64_t, float, float, float*, uint16_t*);
+  // Whole 32-code blocks with their E8M0 scale codes (MX), all in the folded way's range;
+  // nullptr where the level has none (the blocks loop with f32 scales takes them).
+  void (*widen_bf16_e8m0)(const uint8_t*, uint16_t*, int64_t, const uint8_t*, bool) = nullptr;
 };
 
 #define OCTET_FP8_GEMM_WIDEN(name, attributes)                                                     \
@@ -371,6 +374,47 @@ OCTET_AVX512 void widen_bf16_blocks_avx512(const uint8_t* in, uint16_t* out, int
   }
 }
 
+// Lane j of v in every lane.
+OCTET_AVX512 inline __m512i lane(__m512i v, int j) {
+  return _mm512_permutexvar_epi32(_mm512_set1_epi32(j), v);
+}
+
+// n codes in blocks of 32 (the last may be short), block b times 2^(e8m0[b] - 127): the
+// exponent shifts of 16 blocks at a time from their codes in one vector (no decode, no check
+// per block: range_of keeps every code of the folded way in range, so every shift leaves a
+// normal bf16).
+OCTET_AVX512 void widen_bf16_e8m0_avx512(const uint8_t* in, uint16_t* out, int64_t n,
+                                         const uint8_t* e8m0, bool e4m3) {
+  __m512i t[4];
+  load_table(e4m3, t);
+  const int64_t blocks = (n + 31) / 32, full = n / 32;
+  for (int64_t b0 = 0; b0 < blocks; b0 += 16) {
+    const int64_t count = std::min<int64_t>(16, blocks - b0);
+    const auto live = static_cast<__mmask16>((1u << count) - 1);
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(live, e8m0 + b0));
+    // (e - 127) * 128 in both 16-bit halves of each lane: one vpermd broadcasts it to a block.
+    const __m512i lo =
+        _mm512_and_si512(_mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(127)), 7),
+                         _mm512_set1_epi32(0xFFFF));
+    const __m512i shifts = _mm512_or_si512(lo, _mm512_slli_epi32(lo, 16));
+    const uint8_t* src = in + b0 * 32;
+    uint16_t* dst = out + b0 * 32;
+    if (b0 + 16 <= full) {
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j)
+        widen32_avx512<true>(src + j * 32, dst + j * 32, 32, t, lane(shifts, j));
+      continue;
+    }
+    for (int j = 0; j < count; ++j) {
+      if (b0 + j < full) {
+        widen32_avx512<true>(src + j * 32, dst + j * 32, 32, t, lane(shifts, j));
+      } else {
+        widen32_avx512<false>(src + j * 32, dst + j * 32, n - (b0 + j) * 32, t, lane(shifts, j));
+      }
+    }
+  }
+}
+
 OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, const float* table,
                                    float scale, bool e4m3) {
   const __m512 s = _mm512_set1_ps(scale);
@@ -379,7 +423,7 @@ OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, con
   widen_f32_loop(in + i, out + i, n - i, table, scale, e4m3);
 }
 constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_bf16_blocks_avx512, widen_f32_avx512,
-                                 epilogue_avx512};
+                                 epilogue_avx512, widen_bf16_e8m0_avx512};
 #undef OCTET_AVX2
 #undef OCTET_AVX512
 #endif
@@ -418,10 +462,30 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
     return;
   }
   if constexpr (sizeof(Out) == 2) {
+    if (apply_scales && s.e8m0 && s.data != nullptr && s.block_rows == 1 && s.block_cols == 32 &&
+        s.block_cols < k && l.widen_bf16_e8m0 != nullptr) {
+      // MX with the level's E8M0 loop: rows of whole blocks as one run in pieces of 2048 codes
+      // (blocks and scales of consecutive rows follow each other), else row by row.
+      const auto* e8m0 = static_cast<const uint8_t*>(s.data);
+      if (k % 32 == 0) {
+        constexpr int64_t kPiece = 2048;
+        const int64_t n = rows * k, pieces = (n + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(static) if (n > kParallelElements)
+        for (int64_t p = 0; p < pieces; ++p) {
+          const int64_t c0 = p * kPiece;
+          l.widen_bf16_e8m0(src + c0, dst + c0, std::min(kPiece, n - c0), e8m0 + c0 / 32, e4m3);
+        }
+      } else {
+#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+        for (int64_t r = 0; r < rows; ++r)
+          l.widen_bf16_e8m0(src + r * k, dst + r * k, k, e8m0 + r * s.grid_cols, e4m3);
+      }
+      return;
+    }
     if (apply_scales && s.block_rows == 1 && s.block_cols < k && k % s.block_cols == 0) {
-      // 1 x N blocks that tile each row (MX on K a multiple of 32): the blocks of all rows are
-      // one run and so are their scales (flat index r * grid_cols + slice); pieces of kSlices
-      // blocks with their scales gathered, whatever the row boundaries.
+      // 1 x N blocks that tile each row (MX below AVX-512, power-of-two 1 x N): the blocks of all
+      // rows are one run and so are their scales (flat index r * grid_cols + slice); pieces of
+      // kSlices blocks with their scales gathered, whatever the row boundaries.
       constexpr int64_t kSlices = 64;
       const int64_t blocks = rows * s.grid_cols, pieces = (blocks + kSlices - 1) / kSlices;
 #pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
