@@ -1,10 +1,11 @@
 // tests/kernels/test_quantize_avx512_paths.cpp: the AVX-512-only paths of the CPU quantize
 // (kernels/cpu/byte_transpose_avx512.h's tile transpose, block_scales_avx512.h's vector
 // scales, mx_blocks_avx512.h's MX rows) against the paths they replace, byte for byte: the
-// tile transpose against a plain loop on every tile size, the scales against the scalar
-// code on every amax class, and quantize() under OCTET_CPU_ISA=avx512 against the avx2 variant (the
-// scalar blocks, the 8 x 8 transposes) on every grid, both formats and inputs, ragged shapes, with
-// zeros, ±Inf, NaNs, FP8 subnormals and values past the format's max in the input.
+// tile transpose against a plain loop on every tile size (and MX's word transpose), the scales
+// against the scalar code on every amax class, and quantize() under OCTET_CPU_ISA=avx512 against
+// the avx2 variant (the scalar blocks, the 8 x 8 transposes) on every grid, both formats and
+// inputs, ragged shapes, with zeros, ±Inf, NaNs, FP8 subnormals and values past the format's max in
+// the input.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,6 +79,34 @@ std::vector<uint32_t> amax_patterns() {
 
 // e8m0_from_amax_bits and e8m0_multiplier against kernels/quantize.h's scalar code and the
 // multiplier's definition, 2^(127 - e) exactly, for both formats' maxima.
+// Every rows x cols word block (1..32 each) out of a larger matrix with an odd stride: the
+// written rows of dst hold the transpose, zeros past `rows`; rows of dst past `cols` and
+// everything past each row's 32 words untouched.
+TEST(MxBlocksAvx512, WordTransposeMatchesAPlainLoopOnEverySize) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  testing::Rng rng(testing::fresh_seed());
+  constexpr int64_t kSrcLd = 45, kDstLd = 37;
+  std::vector<uint16_t> src(32 * kSrcLd);
+  for (uint16_t& w : src) w = static_cast<uint16_t>(rng());
+  std::vector<uint16_t> dst(33 * kDstLd);
+  for (int64_t rows = 1; rows <= 32; ++rows) {
+    for (int64_t cols = 1; cols <= 32; ++cols) {
+      std::fill(dst.begin(), dst.end(), uint16_t{0xA5A5});
+      kernels::cpu::avx512::transpose32_words(src.data() + 3, kSrcLd, rows, cols, dst.data(),
+                                              kDstLd);
+      int64_t wrong = 0;
+      for (int64_t c = 0; c < 33; ++c) {
+        for (int64_t r = 0; r < kDstLd; ++r) {
+          uint16_t want = 0xA5A5;
+          if (c < cols && r < 32) want = r < rows ? src[r * kSrcLd + 3 + c] : uint16_t{0};
+          wrong += dst[c * kDstLd + r] != want;
+        }
+      }
+      ASSERT_EQ(wrong, 0) << "block " << rows << " x " << cols;
+    }
+  }
+}
+
 TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
   std::vector<uint32_t> amax = amax_patterns();
@@ -185,9 +214,11 @@ void expect_same(const std::vector<uint8_t>& got, const std::vector<uint8_t>& wa
 // Shapes with tails: columns not a multiple of 16, 32 or 64, rows not a multiple of 32 or
 // 64, one row, one column, one above the threading threshold (2^16 elements); rows of the
 // MX path's groups of 16 blocks (512 values) and 8 blocks: 512 + 256 + 32, 2 x 512 + 76,
-// 3 x 512.
-constexpr int64_t kShapes[][2] = {{1, 1},    {3, 33},    {33, 100}, {64, 64},  {97, 1},  {130, 257},
-                                  {200, 96}, {300, 420}, {3, 800},  {5, 1100}, {2, 1536}};
+// 3 x 512; MX's transposed copy in tasks of 512 rows x 32 columns: 2 x 512 + 76 rows (a
+// short block) by 2 x 32 + 6 columns.
+constexpr int64_t kShapes[][2] = {{1, 1},   {3, 33},    {33, 100}, {64, 64},
+                                  {97, 1},  {130, 257}, {200, 96}, {300, 420},
+                                  {3, 800}, {5, 1100},  {2, 1536}, {1100, 70}};
 
 TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";

@@ -4,9 +4,10 @@
 // (kernels/cpu/block_scales_avx512.h), the avx512 variant's Band::run for MX (the scalar
 // per-block loop stays for the others). Only included on x86-64 GCC/clang; the functions
 // carry their own target.
-// defines: cpu::avx512::mx_row
+// defines: cpu::avx512::mx_row, cpu::avx512::mx_transposed, cpu::avx512::transpose32_words
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/convert.h"
@@ -143,6 +144,82 @@ inline OCTET_AVX512_TARGET void mx_row(const In* __restrict x, int64_t cols,
   }
   const uint32_t m = static_cast<uint32_t>(_mm512_reduce_max_epu32(row_max));
   if (m > amax_bits) amax_bits = m;
+}
+
+// out[c * ldo + r] = in[r * ld + c] for a block of `rows` x `cols` 16-bit words (both <= 32):
+// rows past `rows` read as zero (so out's 32 words of each written row are defined), rows of
+// out past `cols` not written. Unpacks by 16, 32 and 64 bits leave, in each 128-bit lane L of
+// c[8k + m], rows 8k .. 8k + 7 of column 8L + m; two lane shuffles gather the four lanes of
+// a column.
+inline OCTET_AVX512_TARGET void transpose32_words(const uint16_t* in, int64_t ld, int64_t rows,
+                                                  int64_t cols, uint16_t* out, int64_t ldo) {
+  const __mmask32 live = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
+  __m512i a[32], b[32];
+#pragma GCC unroll 32
+  for (int r = 0; r < 32; ++r)
+    a[r] = r < rows ? _mm512_maskz_loadu_epi16(live, in + r * ld) : _mm512_setzero_si512();
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) {
+    b[2 * k] = _mm512_unpacklo_epi16(a[2 * k], a[2 * k + 1]);
+    b[2 * k + 1] = _mm512_unpackhi_epi16(a[2 * k], a[2 * k + 1]);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {  // a[4k + j]: columns 8L + 2j, 8L + 2j + 1 of rows 4k .. 4k + 3
+    a[4 * k] = _mm512_unpacklo_epi32(b[4 * k], b[4 * k + 2]);
+    a[4 * k + 1] = _mm512_unpackhi_epi32(b[4 * k], b[4 * k + 2]);
+    a[4 * k + 2] = _mm512_unpacklo_epi32(b[4 * k + 1], b[4 * k + 3]);
+    a[4 * k + 3] = _mm512_unpackhi_epi32(b[4 * k + 1], b[4 * k + 3]);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {  // b[8k + m]: column 8L + m of rows 8k .. 8k + 7
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      b[8 * k + 2 * j] = _mm512_unpacklo_epi64(a[8 * k + j], a[8 * k + 4 + j]);
+      b[8 * k + 2 * j + 1] = _mm512_unpackhi_epi64(a[8 * k + j], a[8 * k + 4 + j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {
+    const __m512i u0 = _mm512_shuffle_i32x4(b[m], b[8 + m], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(b[m], b[8 + m], 0xEE);
+    const __m512i u2 = _mm512_shuffle_i32x4(b[16 + m], b[24 + m], 0x44);
+    const __m512i u3 = _mm512_shuffle_i32x4(b[16 + m], b[24 + m], 0xEE);
+    const __m512i column[4] = {
+        _mm512_shuffle_i32x4(u0, u2, 0x88), _mm512_shuffle_i32x4(u0, u2, 0xDD),
+        _mm512_shuffle_i32x4(u1, u3, 0x88), _mm512_shuffle_i32x4(u1, u3, 0xDD)};
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; ++l) {
+      if (8 * l + m < cols) _mm512_storeu_si512(out + (8 * l + m) * ldo, column[l]);
+    }
+  }
+}
+
+// The MX quantization of xᵀ for bf16 x [rows, cols], the part from x's rows [r0, r0 + h) and
+// columns [c0, c0 + w) (r0 a multiple of 32, h <= kMxTransposedRows, w <= 32): the block
+// transposed in 32 x 32 word tiles into an L1/L2 buffer, whose rows (rows of xᵀ) mx_row
+// quantizes as it does any row: codes into data_t [cols, rows], E8M0 codes into scale_inv_t
+// [cols, ceil(rows / 32)]. No counts (they are the row pass's).
+constexpr int64_t kMxTransposedRows = 512;
+template <bool kE4M3>
+inline OCTET_AVX512_TARGET void mx_transposed(const uint16_t* __restrict x, int64_t rows,
+                                              int64_t cols, int64_t r0, int64_t h, int64_t c0,
+                                              int64_t w, uint8_t* __restrict data_t,
+                                              uint8_t* __restrict scale_inv_t, float fp8_max,
+                                              bool saturate) {
+  alignas(64) uint16_t buf[32 * kMxTransposedRows];
+  const int64_t hp = (h + 31) / 32 * 32;
+  for (int64_t rg = 0; rg < h; rg += 32) {
+    transpose32_words(x + (r0 + rg) * cols + c0, cols, std::min<int64_t>(32, h - rg), w, buf + rg,
+                      hp);
+  }
+  const int64_t scale_cols = (rows + 31) / 32;
+  uint32_t amax_bits = 0;
+  uint64_t unused = 0;
+  for (int64_t c = 0; c < w; ++c) {
+    mx_row<uint16_t, kE4M3, false>(buf + c * hp, h, data_t + (c0 + c) * rows + r0,
+                                   scale_inv_t + (c0 + c) * scale_cols + r0 / 32, fp8_max, saturate,
+                                   amax_bits, unused, unused);
+  }
 }
 
 #undef OCTET_AVX512_INLINE

@@ -454,6 +454,10 @@ struct Kernels {
   void (*encode)(const Job&, const void*, uint8_t*, int64_t, float, Stats*);
   void (*band)(const Job&, const void*, int64_t, int64_t, int64_t, uint8_t*, void*, Stats*);
   void (*transposed)(const Job&, const TransposedTask&);
+  // MX's transposed copy of bf16 x by word transposes and rows (mx_blocks_avx512.h's
+  // mx_transposed): x, rows, cols, r0, h, c0, w, data_t, scale_inv_t. nullptr below AVX-512.
+  void (*mx_transposed)(const Job&, const void*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, uint8_t*, uint8_t*) = nullptr;
 };
 
 #define OCTET_QUANTIZE_VARIANT(name, avx512, attributes)                                           \
@@ -477,7 +481,21 @@ OCTET_QUANTIZE_VARIANT(baseline, false, )
 #if defined(__x86_64__) && defined(__GNUC__)
 OCTET_QUANTIZE_VARIANT(avx2, false, __attribute__((target("avx2,fma,f16c,bmi2"))))
 OCTET_QUANTIZE_VARIANT(
-    avx512, true, __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
+    avx512_base, true,
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
+void mx_transposed_avx512(const Job& j, const void* x, int64_t rows, int64_t cols, int64_t r0,
+                          int64_t h, int64_t c0, int64_t w, uint8_t* data_t, uint8_t* scale_inv_t) {
+  const auto* xb = static_cast<const uint16_t*>(x);
+  if (j.e4m3) {
+    avx512::mx_transposed<true>(xb, rows, cols, r0, h, c0, w, data_t, scale_inv_t, j.fp8_max,
+                                j.saturate);
+  } else {
+    avx512::mx_transposed<false>(xb, rows, cols, r0, h, c0, w, data_t, scale_inv_t, j.fp8_max,
+                                 j.saturate);
+  }
+}
+constexpr Kernels kKernels_avx512 = {amax_avx512_base, encode_avx512_base, band_avx512_base,
+                                     transposed_avx512_base, mx_transposed_avx512};
 #endif
 #undef OCTET_QUANTIZE_VARIANT
 
@@ -601,6 +619,24 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
     return;
   }
   j.count = false;  // counts are for data only
+  if (k.mx_transposed != nullptr && grid.e8m0 && grid.block_rows == 1 && grid.block_cols == 32 &&
+      x.dtype == DType::bf16) {
+    // MX from bf16: the rows of xᵀ made in L1/L2 by word transposes and quantized as rows
+    // (tasks of up to kMxTransposedRows rows x 32 columns of x): the strided passes over x
+    // below, the byte tiles and their transposes, cost twice the row quantize there.
+    constexpr int64_t kRows = avx512::kMxTransposedRows;
+    const int64_t row_tasks = (rows + kRows - 1) / kRows, col_tasks = (cols + 31) / 32;
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
+    for (int64_t rt = 0; rt < row_tasks; ++rt) {
+      for (int64_t ct = 0; ct < col_tasks; ++ct) {
+        const int64_t r0 = rt * kRows, c0 = ct * 32;
+        k.mx_transposed(j, x.data, rows, cols, r0, std::min(kRows, rows - r0), c0,
+                        std::min<int64_t>(32, cols - c0), out.data_t.as<uint8_t>(),
+                        out.scale_inv_t.as<uint8_t>());
+      }
+    }
+    return;
+  }
   const int64_t task_w = block_w > kTile ? block_w : kTile / block_w * block_w;
   const int64_t bands = (rows + block_h - 1) / block_h;
   // Bands shorter than a tile go several to a task, so that its tiles are full.
