@@ -2,9 +2,10 @@
 // one row with AVX-512 vector ops only: sixteen blocks at a time, their amaxes reduced into
 // one vector, their E8M0 codes and multipliers computed lane-wise
 // (kernels/cpu/block_scales_avx512.h), the avx512 variant's Band::run for MX (the scalar
-// per-block loop stays for the others). Only included on x86-64 GCC/clang; the functions
+// per-block loop stays for the others), and the 32 x 32 word transpose with which the avx512
+// variant makes xᵀ's rows for 1 x N grids. Only included on x86-64 GCC/clang; the functions
 // carry their own target.
-// defines: cpu::avx512::mx_row, cpu::avx512::mx_transposed, cpu::avx512::transpose32_words
+// defines: cpu::avx512::mx_row, cpu::avx512::transpose32_words
 #pragma once
 
 #include <algorithm>
@@ -191,34 +192,6 @@ inline OCTET_AVX512_TARGET void transpose32_words(const uint16_t* in, int64_t ld
     for (int l = 0; l < 4; ++l) {
       if (8 * l + m < cols) _mm512_storeu_si512(out + (8 * l + m) * ldo, column[l]);
     }
-  }
-}
-
-// The MX quantization of xᵀ for bf16 x [rows, cols], the part from x's rows [r0, r0 + h) and
-// columns [c0, c0 + w) (r0 a multiple of 32, h <= kMxTransposedRows, w <= 32): the block
-// transposed in 32 x 32 word tiles into an L1/L2 buffer, whose rows (rows of xᵀ) mx_row
-// quantizes as it does any row: codes into data_t [cols, rows], E8M0 codes into scale_inv_t
-// [cols, ceil(rows / 32)]. No counts (they are the row pass's).
-constexpr int64_t kMxTransposedRows = 512;
-template <bool kE4M3>
-inline OCTET_AVX512_TARGET void mx_transposed(const uint16_t* __restrict x, int64_t rows,
-                                              int64_t cols, int64_t r0, int64_t h, int64_t c0,
-                                              int64_t w, uint8_t* __restrict data_t,
-                                              uint8_t* __restrict scale_inv_t, float fp8_max,
-                                              bool saturate) {
-  alignas(64) uint16_t buf[32 * kMxTransposedRows];
-  const int64_t hp = (h + 31) / 32 * 32;
-  for (int64_t rg = 0; rg < h; rg += 32) {
-    transpose32_words(x + (r0 + rg) * cols + c0, cols, std::min<int64_t>(32, h - rg), w, buf + rg,
-                      hp);
-  }
-  const int64_t scale_cols = (rows + 31) / 32;
-  uint32_t amax_bits = 0;
-  uint64_t unused = 0;
-  for (int64_t c = 0; c < w; ++c) {
-    mx_row<uint16_t, kE4M3, false>(buf + c * hp, h, data_t + (c0 + c) * rows + r0,
-                                   scale_inv_t + (c0 + c) * scale_cols + r0 / 32, fp8_max, saturate,
-                                   amax_bits, unused, unused);
   }
 }
 

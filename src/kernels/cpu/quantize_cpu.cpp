@@ -42,6 +42,8 @@ constexpr uint32_t kQuietNanBits = 0x7FC00000u;
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 // Transposed copy: x is read in kTile x kTile tiles (16 KiB of f32, L1-resident).
 constexpr int64_t kTile = 64;
+// The transposed copy by rows of xᵀ (avx512, bf16, 1 x N grids): rows of x per task.
+constexpr int64_t kTransposeRows = 512;
 // Blocks of one row narrower than this are encoded in runs of several blocks.
 constexpr int64_t kNarrowBlock = 256;
 
@@ -454,10 +456,10 @@ struct Kernels {
   void (*encode)(const Job&, const void*, uint8_t*, int64_t, float, Stats*);
   void (*band)(const Job&, const void*, int64_t, int64_t, int64_t, uint8_t*, void*, Stats*);
   void (*transposed)(const Job&, const TransposedTask&);
-  // MX's transposed copy of bf16 x by word transposes and rows (mx_blocks_avx512.h's
-  // mx_transposed): x, rows, cols, r0, h, c0, w, data_t, scale_inv_t. nullptr below AVX-512.
-  void (*mx_transposed)(const Job&, const void*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, uint8_t*, uint8_t*) = nullptr;
+  // The transposed copy of bf16 x for 1 x N grids as rows of xᵀ (transposed_by_rows below):
+  // x, rows, cols, r0, h, c0, w, block, data_t, scale_inv_t, scale size. nullptr below AVX-512.
+  void (*transposed_by_rows)(const Job&, const void*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, int64_t, uint8_t*, void*, size_t) = nullptr;
 };
 
 #define OCTET_QUANTIZE_VARIANT(name, avx512, attributes)                                           \
@@ -483,19 +485,32 @@ OCTET_QUANTIZE_VARIANT(avx2, false, __attribute__((target("avx2,fma,f16c,bmi2"))
 OCTET_QUANTIZE_VARIANT(
     avx512_base, true,
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
-void mx_transposed_avx512(const Job& j, const void* x, int64_t rows, int64_t cols, int64_t r0,
-                          int64_t h, int64_t c0, int64_t w, uint8_t* data_t, uint8_t* scale_inv_t) {
+// Rows [r0, r0 + h) x columns [c0, c0 + w) of bf16 x (h <= kTransposeRows, w <= 32, r0 a
+// multiple of the block): transposed in 32 x 32 word tiles into a 32 KiB buffer whose rows,
+// rows of xᵀ, the avx512 band kernel quantizes as it does any row (1 x block grid), storing
+// codes and scales contiguously into data_t [cols, rows] and scale_inv_t [cols, ceil(rows /
+// block)].
+void transposed_by_rows_avx512(const Job& j, const void* x, int64_t rows, int64_t cols, int64_t r0,
+                               int64_t h, int64_t c0, int64_t w, int64_t block, uint8_t* data_t,
+                               void* scale_inv_t, size_t scale_size) {
+  alignas(64) uint16_t buf[32 * kTransposeRows];
+  const int64_t hp = (h + 31) / 32 * 32;
   const auto* xb = static_cast<const uint16_t*>(x);
-  if (j.e4m3) {
-    avx512::mx_transposed<true>(xb, rows, cols, r0, h, c0, w, data_t, scale_inv_t, j.fp8_max,
-                                j.saturate);
-  } else {
-    avx512::mx_transposed<false>(xb, rows, cols, r0, h, c0, w, data_t, scale_inv_t, j.fp8_max,
-                                 j.saturate);
+  for (int64_t rg = 0; rg < h; rg += 32) {
+    avx512::transpose32_words(xb + (r0 + rg) * cols + c0, cols, std::min<int64_t>(32, h - rg), w,
+                              buf + rg, hp);
+  }
+  const int64_t scale_cols = (rows + block - 1) / block;
+  for (int64_t c = 0; c < w; ++c) {
+    Stats unused;
+    const int64_t scale_index = (c0 + c) * scale_cols + r0 / block;
+    band_avx512_base(
+        j, buf + c * hp, 1, h, block, data_t + (c0 + c) * rows + r0,
+        static_cast<char*>(scale_inv_t) + scale_index * static_cast<int64_t>(scale_size), &unused);
   }
 }
 constexpr Kernels kKernels_avx512 = {amax_avx512_base, encode_avx512_base, band_avx512_base,
-                                     transposed_avx512_base, mx_transposed_avx512};
+                                     transposed_avx512_base, transposed_by_rows_avx512};
 #endif
 #undef OCTET_QUANTIZE_VARIANT
 
@@ -619,20 +634,22 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
     return;
   }
   j.count = false;  // counts are for data only
-  if (k.mx_transposed != nullptr && grid.e8m0 && grid.block_rows == 1 && grid.block_cols == 32 &&
-      x.dtype == DType::bf16) {
-    // MX from bf16: the rows of xᵀ made in L1/L2 by word transposes and quantized as rows
-    // (tasks of up to kMxTransposedRows rows x 32 columns of x): the strided passes over x
-    // below, the byte tiles and their transposes, cost twice the row quantize there.
-    constexpr int64_t kRows = avx512::kMxTransposedRows;
-    const int64_t row_tasks = (rows + kRows - 1) / kRows, col_tasks = (cols + 31) / 32;
+  if (k.transposed_by_rows != nullptr && x.dtype == DType::bf16 && block_w == 1 &&
+      (kTransposeRows % block_h == 0 || rows <= kTransposeRows)) {
+    // 1 x N grids (MX, 1x128, rows up to 512 long) from bf16: the rows of xᵀ made by word
+    // transposes and quantized as rows, in tasks of kTransposeRows rows x 32 columns of x
+    // (whole blocks of xᵀ each). The strided passes below, their byte tiles and transposes,
+    // cost about twice the row quantize there (the 256-wide MX step).
+    const int64_t row_tasks = (rows + kTransposeRows - 1) / kTransposeRows;
+    const int64_t col_tasks = (cols + 31) / 32;
+    const size_t scale_size = dtype_size(out.scale_inv_t.dtype);
 #pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
     for (int64_t rt = 0; rt < row_tasks; ++rt) {
       for (int64_t ct = 0; ct < col_tasks; ++ct) {
-        const int64_t r0 = rt * kRows, c0 = ct * 32;
-        k.mx_transposed(j, x.data, rows, cols, r0, std::min(kRows, rows - r0), c0,
-                        std::min<int64_t>(32, cols - c0), out.data_t.as<uint8_t>(),
-                        out.scale_inv_t.as<uint8_t>());
+        const int64_t r0 = rt * kTransposeRows, c0 = ct * 32;
+        k.transposed_by_rows(j, x.data, rows, cols, r0, std::min(kTransposeRows, rows - r0), c0,
+                             std::min<int64_t>(32, cols - c0), block_h, out.data_t.as<uint8_t>(),
+                             out.scale_inv_t.data, scale_size);
       }
     }
     return;
