@@ -37,29 +37,55 @@ bool has_avx512() {
   return kernels::cpu::hardware_isa() == Isa::avx512;
 }
 
-// Every h x w tile (1..64 each) out of a larger matrix with an odd stride, into a larger
-// one: the w x h bytes must be the transpose, every other byte of dst untouched.
-TEST(ByteTransposeAvx512, EveryTileSizeMatchesAPlainLoop) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+// Every h x w block (1..n each) of a random matrix with an odd stride, transposed by
+// fn(src, src_ld, h, w, dst, dst_ld) into a larger dst full of a marker: dst's rows c < w hold
+// the transpose in their first h elements, then (zero_to_n) zeros up to n; every other element
+// of dst keeps the marker.
+template <class T, class Fn>
+void expect_transposes_on_every_size(int64_t n, int64_t src_ld, int64_t dst_ld, bool zero_to_n,
+                                     Fn fn) {
   testing::Rng rng(testing::fresh_seed());
-  constexpr int64_t kSrcLd = 77, kDstLd = 70;
-  std::vector<uint8_t> src(64 * kSrcLd);
-  for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
-  std::vector<uint8_t> dst(64 * kDstLd);
-  for (int64_t h = 1; h <= 64; ++h) {
-    for (int64_t w = 1; w <= 64; ++w) {
-      std::memset(dst.data(), 0xA5, dst.size());
-      kernels::cpu::avx512::transpose_tile64(src.data() + 3, kSrcLd, h, w, dst.data(), kDstLd);
+  std::vector<T> src(static_cast<size_t>(n * src_ld));
+  for (T& v : src) v = static_cast<T>(rng());
+  const auto marker = static_cast<T>(0xA5A5);
+  std::vector<T> dst(static_cast<size_t>((n + 1) * dst_ld));
+  for (int64_t h = 1; h <= n; ++h) {
+    for (int64_t w = 1; w <= n; ++w) {
+      std::fill(dst.begin(), dst.end(), marker);
+      fn(src.data() + 3, src_ld, h, w, dst.data(), dst_ld);
       int64_t wrong = 0;
-      for (int64_t c = 0; c < 64; ++c) {
-        for (int64_t r = 0; r < kDstLd; ++r) {
-          const uint8_t want = c < w && r < h ? src[r * kSrcLd + 3 + c] : uint8_t{0xA5};
-          wrong += dst[c * kDstLd + r] != want;
+      for (int64_t c = 0; c <= n; ++c) {
+        for (int64_t r = 0; r < dst_ld; ++r) {
+          T want = marker;
+          if (c < w && r < h) want = src[r * src_ld + 3 + c];
+          if (c < w && r >= h && r < n && zero_to_n) want = 0;
+          wrong += dst[c * dst_ld + r] != want;
         }
       }
-      ASSERT_EQ(wrong, 0) << "tile " << h << " x " << w;
+      ASSERT_EQ(wrong, 0) << "block " << h << " x " << w;
     }
   }
+}
+
+// The byte tile transpose: only the w x h bytes written.
+TEST(ByteTransposeAvx512, EveryTileSizeMatchesAPlainLoop) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  expect_transposes_on_every_size<uint8_t>(
+      64, 77, 70, false,
+      [](const uint8_t* src, int64_t ld, int64_t h, int64_t w, uint8_t* dst, int64_t ldo) {
+        kernels::cpu::avx512::transpose_tile64(src, ld, h, w, dst, ldo);
+      });
+}
+
+// MX's word transpose (the transposed copy's rows of xᵀ): rows past h read as zero, so each
+// written row of dst holds 32 defined words.
+TEST(MxBlocksAvx512, WordTransposeMatchesAPlainLoopOnEverySize) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  expect_transposes_on_every_size<uint16_t>(
+      32, 45, 37, true,
+      [](const uint16_t* src, int64_t ld, int64_t h, int64_t w, uint16_t* dst, int64_t ldo) {
+        kernels::cpu::avx512::transpose32_words(src, ld, h, w, dst, ldo);
+      });
 }
 
 // The amaxes to check the vector E8M0 codes on: every bf16 magnitude pattern (±0, subnormals,
@@ -79,34 +105,6 @@ std::vector<uint32_t> amax_patterns() {
 
 // e8m0_from_amax_bits and e8m0_multiplier against kernels/quantize.h's scalar code and the
 // multiplier's definition, 2^(127 - e) exactly, for both formats' maxima.
-// Every rows x cols word block (1..32 each) out of a larger matrix with an odd stride: the
-// written rows of dst hold the transpose, zeros past `rows`; rows of dst past `cols` and
-// everything past each row's 32 words untouched.
-TEST(MxBlocksAvx512, WordTransposeMatchesAPlainLoopOnEverySize) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
-  testing::Rng rng(testing::fresh_seed());
-  constexpr int64_t kSrcLd = 45, kDstLd = 37;
-  std::vector<uint16_t> src(32 * kSrcLd);
-  for (uint16_t& w : src) w = static_cast<uint16_t>(rng());
-  std::vector<uint16_t> dst(33 * kDstLd);
-  for (int64_t rows = 1; rows <= 32; ++rows) {
-    for (int64_t cols = 1; cols <= 32; ++cols) {
-      std::fill(dst.begin(), dst.end(), uint16_t{0xA5A5});
-      kernels::cpu::avx512::transpose32_words(src.data() + 3, kSrcLd, rows, cols, dst.data(),
-                                              kDstLd);
-      int64_t wrong = 0;
-      for (int64_t c = 0; c < 33; ++c) {
-        for (int64_t r = 0; r < kDstLd; ++r) {
-          uint16_t want = 0xA5A5;
-          if (c < cols && r < 32) want = r < rows ? src[r * kSrcLd + 3 + c] : uint16_t{0};
-          wrong += dst[c * kDstLd + r] != want;
-        }
-      }
-      ASSERT_EQ(wrong, 0) << "block " << rows << " x " << cols;
-    }
-  }
-}
-
 TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
   std::vector<uint32_t> amax = amax_patterns();
