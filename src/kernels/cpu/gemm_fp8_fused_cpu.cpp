@@ -196,8 +196,9 @@ struct Loops {
                             bool);
   void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float, bool);
   void (*epilogue)(const float*, const float*, int64_t, float, float, float*, uint16_t*);
-  // Whole 32-code blocks with their E8M0 scale codes (MX), all in the folded way's range;
-  // nullptr where the level has none (the blocks loop with f32 scales takes them).
+  // Codes in blocks of 32 (the last may be short) with their E8M0 scale codes (MX), all in
+  // the folded way's range; nullptr where the level has none (the blocks loop with f32 scales
+  // takes them).
   void (*widen_bf16_e8m0)(const uint8_t*, uint16_t*, int64_t, const uint8_t*, bool) = nullptr;
 };
 
@@ -461,8 +462,9 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
     }
     return;
   }
+  // From here on the scales are applied (unscaled operands took the run above).
   if constexpr (sizeof(Out) == 2) {
-    if (apply_scales && s.e8m0 && s.data != nullptr && s.block_rows == 1 && s.block_cols == 32 &&
+    if (s.e8m0 && s.data != nullptr && s.block_rows == 1 && s.block_cols == 32 &&
         s.block_cols < k && l.widen_bf16_e8m0 != nullptr) {
       // MX with the level's E8M0 loop: rows of whole blocks as one run in pieces of 2048 codes
       // (blocks and scales of consecutive rows follow each other), else row by row.
@@ -482,7 +484,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       }
       return;
     }
-    if (apply_scales && s.block_rows == 1 && s.block_cols < k && k % s.block_cols == 0) {
+    if (s.block_rows == 1 && s.block_cols < k && k % s.block_cols == 0) {
       // 1 x N blocks that tile each row (MX below AVX-512, power-of-two 1 x N): the blocks of all
       // rows are one run and so are their scales (flat index r * grid_cols + slice); pieces of
       // kSlices blocks with their scales gathered, whatever the row boundaries.
@@ -499,9 +501,9 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       }
       return;
     }
-    if (apply_scales && s.block_cols < k) {
-      // MX and other K-split power-of-two grids: each row's block scales gathered, then one
-      // call per row and up to kSlices blocks (not one per 32-code block).
+    if (s.block_cols < k) {
+      // Other K-split power-of-two grids (blocks that do not tile the row, or span rows):
+      // each row's block scales gathered, then one call per row and up to kSlices blocks.
       constexpr int64_t kSlices = 64;
 #pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
       for (int64_t r = 0; r < rows; ++r) {
@@ -521,7 +523,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t s0 = 0, slice = 0; s0 < k; s0 += s.block_cols, ++slice) {
       const int64_t w = std::min(s.block_cols, k - s0);
-      const float scale = apply_scales ? s.at(r, slice) : 1.0f;
+      const float scale = s.at(r, slice);
       if constexpr (sizeof(Out) == 2) {
         l.widen_bf16(src + r * k + s0, dst + r * k + s0, w, table, scale, e4m3);
       } else {

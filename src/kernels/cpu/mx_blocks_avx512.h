@@ -8,7 +8,6 @@
 // defines: cpu::avx512::mx_row, cpu::avx512::transpose32_words
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/convert.h"

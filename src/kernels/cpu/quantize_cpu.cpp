@@ -477,7 +477,8 @@ struct Kernels {
   attributes void transposed_##name(const Job& j, const TransposedTask& t) {                       \
     dispatch<Transposed, avx512>(j, t);                                                            \
   }                                                                                                \
-  constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name, transposed_##name};
+  [[maybe_unused]] constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name,   \
+                                                        transposed_##name};
 
 OCTET_QUANTIZE_VARIANT(baseline, false, )
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -614,7 +615,8 @@ void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const Quant
 // xᵀ quantized with the grid applied to xᵀ. Where that grid covers x with the same
 // blocks as x's own grid (per tensor, NxN) the scales are the same and the result
 // is the transpose of data and scale_inv, bit for bit; otherwise (row, 1xN, MX)
-// the blocks of xᵀ are columns of x, quantized by strided passes over x.
+// the blocks of xᵀ are columns of x: from bf16 on AVX-512, where they fit the tasks, made
+// as rows of xᵀ by word transposes; else quantized by strided passes over x.
 void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const QuantizeOutputs& out,
                          ScaleGrid grid) {
   const int64_t rows = x.rows(), cols = x.cols();
