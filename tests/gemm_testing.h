@@ -1,7 +1,7 @@
 // tests/gemm_testing.h: what the GEMM tests (tests/kernels/test_gemm.cpp,
 // tests/fp8/test_scaled_gemm.cpp) share: a reference C with its error bound, the check of
 // a device's C against the CPU's, and the restoring of the CPU GEMM engine.
-// defines: Expected, expect_close_to_cpu, EngineGuard
+// defines: Expected, expect_close_to_cpu, EngineGuard, cpu_engines
 #pragma once
 
 #include <gtest/gtest.h>
@@ -51,5 +51,15 @@ class EngineGuard {
  private:
   kernels::cpu::GemmImpl saved_;
 };
+
+// The CPU engines that run on this machine: the reference always; oneDNN on bf16 widened to
+// f32 where the build has oneDNN; oneDNN's own bf16 matmul where it has one on this CPU.
+inline std::vector<kernels::cpu::GemmImpl> cpu_engines() {
+  using kernels::cpu::GemmImpl;
+  std::vector<GemmImpl> engines{GemmImpl::reference};
+  if (kernels::cpu::onednn_available()) engines.push_back(GemmImpl::onednn_f32);
+  if (kernels::cpu::onednn_bf16_available()) engines.push_back(GemmImpl::onednn);
+  return engines;
+}
 
 }  // namespace octet::testing

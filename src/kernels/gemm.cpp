@@ -112,9 +112,12 @@ const char* cpu_gemm_engine() {
 }
 
 void set_cpu_gemm_engine(std::string_view name) {
-  OCTET_CHECK(name == "onednn" || name == "reference", "gemm", "unknown CPU GEMM engine '",
-              std::string(name), "'; choose onednn or reference");
-  cpu::set_gemm_impl(name == "onednn" ? cpu::GemmImpl::onednn : cpu::GemmImpl::reference);
+  for (cpu::GemmImpl impl :
+       {cpu::GemmImpl::onednn, cpu::GemmImpl::onednn_f32, cpu::GemmImpl::reference}) {
+    if (name == cpu::gemm_impl_name(impl)) return cpu::set_gemm_impl(impl);
+  }
+  OCTET_FAIL("gemm", "unknown CPU GEMM engine '", std::string(name),
+             "'; choose onednn, onednn-f32 or reference");
 }
 
 }  // namespace octet::kernels

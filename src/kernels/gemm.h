@@ -65,11 +65,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
 size_t gemm_cuda_plan_count();
 
 // The engine behind CPU GEMMs: "onednn" (oneDNN's matmul, the default where the build has
-// it) or "reference" (portable, cache-blocked); OCTET_CPU_GEMM sets the first choice.
+// it and oneDNN multiplies bf16 on this CPU: AVX-512), "onednn-f32" (oneDNN's f32 matmul on
+// bf16 widened to f32: the default on other CPUs) or "reference" (portable,
+// cache-blocked); OCTET_CPU_GEMM sets the first choice.
 const char* cpu_gemm_engine();
 // Chooses the CPU engine for all later GEMMs by name; throws octet::Error for another name,
-// or for "onednn" in a build without oneDNN.
+// for a oneDNN engine in a build without oneDNN, or for "onednn" where it has no bf16.
 void set_cpu_gemm_engine(std::string_view name);
-inline constexpr const char* cpu_gemm_engine_names[] = {"onednn", "reference"};
+inline constexpr const char* cpu_gemm_engine_names[] = {"onednn", "onednn-f32", "reference"};
 
 }  // namespace octet::kernels

@@ -313,16 +313,14 @@ class Fp8PathGuard {
   kernels::cpu::Fp8GemmPath saved_;
 };
 
-// The CPU runs every case on each engine (the reference always, oneDNN where built) and
+// The CPU runs every case on each engine (testing::cpu_engines) and
 // each FP8 path (fused: whole_k true, the bound of one full-K sum; per K slice: false).
 void for_each_engine(Device device,
                      const std::function<void(const std::string&, bool whole_k)>& body) {
   if (!device.is_cpu()) return body("device", false);
   EngineGuard guard;
   Fp8PathGuard path_guard;
-  std::vector<GemmImpl> engines{GemmImpl::reference};
-  if (kernels::cpu::onednn_available()) engines.push_back(GemmImpl::onednn);
-  for (GemmImpl e : engines) {
+  for (GemmImpl e : testing::cpu_engines()) {
     kernels::cpu::set_gemm_impl(e);
     for (const bool fused : {true, false}) {
       kernels::cpu::set_fp8_gemm_path(fused ? kernels::cpu::Fp8GemmPath::fused

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -218,12 +219,12 @@ std::string describe(const Problem& p, const char* engine) {
          " engine=" + engine;
 }
 
-// The CPU runs every test once per engine (the reference always, oneDNN where the
-// build has it); other devices have one implementation.
+// The CPU runs every test once per engine (testing::cpu_engines); other devices have one
+// implementation.
 std::vector<std::optional<GemmImpl>> engines(Device device) {
   if (!device.is_cpu()) return {std::nullopt};
-  std::vector<std::optional<GemmImpl>> e{GemmImpl::reference};
-  if (kernels::cpu::onednn_available()) e.push_back(GemmImpl::onednn);
+  std::vector<std::optional<GemmImpl>> e;
+  for (GemmImpl impl : testing::cpu_engines()) e.push_back(impl);
   return e;
 }
 
@@ -479,16 +480,35 @@ TEST(CudaGemmErrors, MisalignedFp8OperandsAndAShortWorkspaceAreRefused) {
   EXPECT_EQ(*std::min_element(out.begin(), out.end()), 0.0f);
 }
 
-TEST(CpuGemmEngine, AnEngineThisBuildLacksIsRefused) {
+TEST(CpuGemmEngine, AnEngineThisBuildOrCpuLacksIsRefused) {
   EngineGuard guard;
   if (kernels::cpu::onednn_available()) {
+    kernels::cpu::set_gemm_impl(GemmImpl::onednn_f32);
+    EXPECT_EQ(kernels::cpu::gemm_impl(), GemmImpl::onednn_f32);
+  } else {
+    expect_gemm_error([] { kernels::cpu::set_gemm_impl(GemmImpl::onednn_f32); }, "without oneDNN");
+  }
+  if (kernels::cpu::onednn_bf16_available()) {
     kernels::cpu::set_gemm_impl(GemmImpl::onednn);
     EXPECT_EQ(kernels::cpu::gemm_impl(), GemmImpl::onednn);
   } else {
-    expect_gemm_error([] { kernels::cpu::set_gemm_impl(GemmImpl::onednn); }, "without oneDNN");
+    expect_gemm_error(
+        [] { kernels::cpu::set_gemm_impl(GemmImpl::onednn); },
+        kernels::cpu::onednn_available() ? "no bf16 matmul on this CPU" : "without oneDNN");
   }
   kernels::cpu::set_gemm_impl(GemmImpl::reference);
   EXPECT_EQ(kernels::cpu::gemm_impl(), GemmImpl::reference);
+}
+
+// The default engine is the fastest that runs here: oneDNN's bf16 where it has one, else
+// oneDNN on f32 copies (an AVX2 CPU), else the reference.
+TEST(CpuGemmEngine, TheDefaultIsOneThatRunsOnThisCpu) {
+  const char* env = std::getenv("OCTET_CPU_GEMM");
+  if (env != nullptr && *env != '\0') GTEST_SKIP() << "OCTET_CPU_GEMM=" << env << " chooses";
+  const GemmImpl expected = !kernels::cpu::onednn_available()       ? GemmImpl::reference
+                            : kernels::cpu::onednn_bf16_available() ? GemmImpl::onednn
+                                                                    : GemmImpl::onednn_f32;
+  EXPECT_EQ(kernels::cpu::gemm_impl(), expected);
 }
 
 // The public switch (kernels/gemm.h) that `octet bench gemm --impl` uses, by name.
@@ -496,9 +516,9 @@ TEST(CpuGemmEngine, IsChosenByNameThroughTheKernelsApi) {
   EngineGuard guard;
   kernels::set_cpu_gemm_engine("reference");
   EXPECT_STREQ(kernels::cpu_gemm_engine(), "reference");
-  if (kernels::cpu::onednn_available()) {
-    kernels::set_cpu_gemm_engine("onednn");
-    EXPECT_STREQ(kernels::cpu_gemm_engine(), "onednn");
+  for (GemmImpl impl : testing::cpu_engines()) {
+    kernels::set_cpu_gemm_engine(kernels::cpu::gemm_impl_name(impl));
+    EXPECT_EQ(kernels::cpu::gemm_impl(), impl);
   }
   expect_gemm_error([] { kernels::set_cpu_gemm_engine("blas"); }, "unknown CPU GEMM engine 'blas'");
 }

@@ -332,7 +332,7 @@ void add_bench_gemm(cli::Commands& commands, CLI::App& bench) {
   g->add_option("--reps", o->reps, "timed calls (cpu) or batches (cuda) per cell (0: 10 / 5)")
       ->check(cli::at_least(0));
   g->add_option("--impl", o->impl, "cpu: the GEMM engine")
-      ->check(CLI::IsMember({"auto", "onednn", "reference"}));
+      ->check(CLI::IsMember({"auto", "onednn", "onednn-f32", "reference"}));
   CLI::Option* max_size =
       g->add_option("--max-size", o->max_size, "cuda: leave out square sizes above N")
           ->check(cli::at_least(1));

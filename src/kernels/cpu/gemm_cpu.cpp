@@ -1,10 +1,12 @@
 // kernels/cpu/gemm_cpu.cpp: the CPU GEMM: f32 and bf16 go straight to an engine
-// (oneDNN or the reference); FP8 goes through gemm_fp8_cpu.cpp.
+// (oneDNN, oneDNN on f32 copies, or the reference); FP8 goes through gemm_fp8_cpu.cpp.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
+#include <vector>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -17,25 +19,84 @@ namespace {
 constexpr int kImplUnset = -1;
 std::atomic<int> g_impl{kImplUnset};
 
+// Why `impl` cannot run here, or nullptr where it can.
+const char* unavailable(GemmImpl impl) {
+  if (impl == GemmImpl::reference) return nullptr;
+  if (!onednn_available())
+    return "this octet was built without oneDNN; install libdnnl-dev and reconfigure, or use "
+           "the reference engine";
+  if (impl == GemmImpl::onednn && !onednn_bf16_available())
+    return "oneDNN has no bf16 matmul on this CPU (oneDNN 2.x needs AVX-512); onednn-f32 "
+           "multiplies bf16 as f32 with oneDNN, reference is the portable engine";
+  return nullptr;
+}
+
 GemmImpl impl_from_environment() {
   const char* env = std::getenv("OCTET_CPU_GEMM");
   const std::string_view name = env ? env : "";
-  if (name.empty()) return onednn_available() ? GemmImpl::onednn : GemmImpl::reference;
-  if (name == "reference") return GemmImpl::reference;
-  OCTET_CHECK(name == "onednn", "gemm", "OCTET_CPU_GEMM='", name,
-              "' is not an engine; use onednn or reference (or leave it unset)");
-  OCTET_CHECK(onednn_available(), "gemm",
-              "OCTET_CPU_GEMM=onednn but this octet was built without oneDNN; install "
-              "libdnnl-dev and reconfigure, or use OCTET_CPU_GEMM=reference");
-  return GemmImpl::onednn;
+  if (name.empty()) {
+    if (!onednn_available()) return GemmImpl::reference;
+    return onednn_bf16_available() ? GemmImpl::onednn : GemmImpl::onednn_f32;
+  }
+  for (GemmImpl impl : {GemmImpl::onednn, GemmImpl::onednn_f32, GemmImpl::reference}) {
+    if (name != gemm_impl_name(impl)) continue;
+    const char* why = unavailable(impl);
+    OCTET_CHECK(why == nullptr, "gemm", "OCTET_CPU_GEMM=", name, " cannot run: ", why);
+    return impl;
+  }
+  OCTET_FAIL("gemm", "OCTET_CPU_GEMM='", name,
+             "' is not an engine; use onednn, onednn-f32 or reference (or leave it unset)");
+}
+
+// f32 copy of n bf16 values, and back (rounded to nearest even, as oneDNN rounds a bf16 C).
+void to_f32(const void* bf16, float* f32, int64_t n) {
+  convert(Tensor(const_cast<void*>(bf16), DType::bf16, {n}), Tensor(f32, DType::f32, {n}),
+          Overflow::saturate);
+}
+void to_bf16(float* f32, void* bf16, int64_t n) {
+  convert(Tensor(f32, DType::f32, {n}), Tensor(bf16, DType::bf16, {n}), Overflow::saturate);
 }
 
 }  // namespace
 
+void onednn_gemm_widened(const Matmul& mm) {
+  if (mm.ab_dtype == DType::f32) return onednn_gemm(mm);  // f32 operands give an f32 C
+  static std::mutex mutex;
+  static std::vector<float> staging;
+  std::lock_guard<std::mutex> lock(mutex);
+  const int64_t a_n = mm.m * mm.k, b_n = mm.k * mm.n;
+  const int64_t c_n = mm.c_dtype == DType::bf16 ? mm.m * mm.n : 0;
+  if (staging.size() < static_cast<size_t>(a_n + b_n + c_n)) staging.resize(a_n + b_n + c_n);
+  Matmul f = mm;
+  float* a32 = staging.data();
+  float* b32 = a32 + a_n;
+  float* c32 = b32 + b_n;
+  // Same shapes and strides, f32 elements: the transposes stay where they were.
+  to_f32(mm.a, a32, a_n);
+  to_f32(mm.b, b32, b_n);
+  f.a = a32;
+  f.b = b32;
+  f.ab_dtype = DType::f32;
+  if (c_n > 0) {
+    if (mm.beta != 0.0f) to_f32(mm.c, c32, c_n);
+    f.c = c32;
+    f.c_dtype = DType::f32;
+  }
+  onednn_gemm(f);
+  if (c_n > 0) to_bf16(c32, mm.c, c_n);
+}
+
 void run_matmul(const Matmul& mm) {
   // oneDNN refuses empty reductions; K = 0 gives C = beta * C, which the reference does.
-  if (gemm_impl() == GemmImpl::onednn && mm.k > 0) return onednn_gemm(mm);
-  gemm_reference(mm);
+  if (mm.k == 0) return gemm_reference(mm);
+  switch (gemm_impl()) {
+    case GemmImpl::onednn:
+      return onednn_gemm(mm);
+    case GemmImpl::onednn_f32:
+      return onednn_gemm_widened(mm);
+    case GemmImpl::reference:
+      return gemm_reference(mm);
+  }
 }
 
 GemmImpl gemm_impl() {
@@ -48,13 +109,22 @@ GemmImpl gemm_impl() {
 }
 
 void set_gemm_impl(GemmImpl impl) {
-  OCTET_CHECK(impl != GemmImpl::onednn || onednn_available(), "gemm",
-              "the oneDNN engine was asked for but this octet was built without oneDNN");
+  const char* why = unavailable(impl);
+  OCTET_CHECK(why == nullptr, "gemm", "the ", gemm_impl_name(impl),
+              " engine was asked for but cannot run: ", why);
   g_impl.store(static_cast<int>(impl), std::memory_order_relaxed);
 }
 
 const char* gemm_impl_name(GemmImpl impl) {
-  return impl == GemmImpl::onednn ? "onednn" : "reference";
+  switch (impl) {
+    case GemmImpl::onednn:
+      return "onednn";
+    case GemmImpl::onednn_f32:
+      return "onednn-f32";
+    case GemmImpl::reference:
+      break;
+  }
+  return "reference";
 }
 
 size_t gemm_workspace_bytes(const Tensor& a, const Tensor&, const Tensor&, const GemmOptions& o,

@@ -1,7 +1,8 @@
 // kernels/cpu/gemm_cpu.h: the two engines behind cpu::gemm (oneDNN's matmul and the
 // portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
-//          gemm_reference, onednn_available, onednn_gemm, Fp8GemmPath, fp8_gemm_path,
+//          gemm_reference, onednn_available, onednn_bf16_available, onednn_gemm,
+//          onednn_gemm_widened, Fp8GemmPath, fp8_gemm_path,
 //          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, fp8_to_bf16,
 //          Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
 #pragma once
@@ -30,17 +31,20 @@ struct Matmul {
 };
 
 enum class GemmImpl : uint8_t {
-  onednn,     // oneDNN's matmul primitive (where the build found oneDNN)
-  reference,  // gemm_ref.cpp: cache-blocked, OpenMP, portable
+  onednn,      // oneDNN's matmul primitive, bf16 natively (where oneDNN has bf16 on this CPU)
+  onednn_f32,  // oneDNN's f32 matmul, bf16 operands widened to f32 first (exact)
+  reference,   // gemm_ref.cpp: cache-blocked, OpenMP, portable
 };
 
 // The engine cpu::gemm uses now. On first use it is taken from the environment,
-// OCTET_CPU_GEMM=onednn|reference, and otherwise is oneDNN where available.
+// OCTET_CPU_GEMM=onednn|onednn-f32|reference, and otherwise is oneDNN where the build has it:
+// `onednn` where oneDNN multiplies bf16 on this CPU, else `onednn-f32`.
 GemmImpl gemm_impl();
-// Chooses the engine for all later GEMMs (tests and `octet bench` use it);
-// throws octet::Error when oneDNN is asked for and this build has none.
+// Chooses the engine for all later GEMMs (tests and `octet bench` use it); throws
+// octet::Error when oneDNN is asked for and this build has none, or `onednn` on a CPU where
+// oneDNN has no bf16 matmul.
 void set_gemm_impl(GemmImpl impl);
-const char* gemm_impl_name(GemmImpl impl);  // "onednn", "reference"
+const char* gemm_impl_name(GemmImpl impl);  // "onednn", "onednn-f32", "reference"
 
 // The portable engine (gemm_ref.cpp). Never allocates.
 void gemm_reference(const Matmul& mm);
@@ -108,7 +112,17 @@ void fp8_block_gemm(const Fp8BlockGemm& gemm, void* workspace);
 
 // oneDNN (gemm_onednn.cpp, or gemm_noonednn.cpp where the build has none).
 bool onednn_available();
+// Whether oneDNN runs bf16 matmuls on this CPU: oneDNN 2.x does only with AVX-512 (a Zen 3
+// or Haswell-to-Skylake client CPU has AVX2 alone). Asked of oneDNN once, so that its
+// ONEDNN_MAX_CPU_ISA counts.
+bool onednn_bf16_available();
 // Runs mm with oneDNN; throws octet::Error when not available.
 void onednn_gemm(const Matmul& mm);
+// The onednn_f32 engine (gemm_cpu.cpp): bf16 A and B widened to f32 (exact), oneDNN's f32
+// matmul with fp32 accumulation, a bf16 C rounded once at the end (as oneDNN rounds it): the
+// same contract as the bf16 matmul. The f32 copies live in one area for the process, grown to
+// the largest GEMM on its first call (a training step's first call of each shape), so later
+// calls allocate nothing; calls from several threads take turns.
+void onednn_gemm_widened(const Matmul& mm);
 
 }  // namespace octet::kernels::cpu

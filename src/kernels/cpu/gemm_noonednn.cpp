@@ -9,6 +9,10 @@ bool onednn_available() {
   return false;
 }
 
+bool onednn_bf16_available() {
+  return false;
+}
+
 void onednn_gemm(const Matmul&) {
   OCTET_FAIL("gemm",
              "this octet was built without oneDNN; install libdnnl-dev and reconfigure, or "

@@ -107,6 +107,21 @@ bool onednn_available() {
   return true;
 }
 
+bool onednn_bf16_available() {
+  // The question put to oneDNN itself: whether it makes a small bf16 matmul here.
+  static const bool available = [] {
+    try {
+      const memory::desc md({16, 16}, memory::data_type::bf16, memory::dims{16, 1});
+      const memory::desc out({16, 16}, memory::data_type::f32, memory::dims{16, 1});
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, out), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
 void onednn_gemm(const Matmul& mm) {
   try {
     Entry& e = entry_for(mm);
@@ -134,7 +149,8 @@ void onednn_gemm(const Matmul& mm) {
   } catch (const dnnl::error& err) {
     OCTET_FAIL("gemm", "oneDNN refused the ", mm.m, "x", mm.n, "x", mm.k, " ",
                dtype_name(mm.ab_dtype), " matmul: ", err.what(),
-               "; OCTET_CPU_GEMM=reference uses the portable engine");
+               "; OCTET_CPU_GEMM=onednn-f32 multiplies bf16 as f32, OCTET_CPU_GEMM=reference "
+               "uses the portable engine");
   }
 }
 
