@@ -260,17 +260,18 @@ AttnInputs inputs(const AttnCase& c, DType dtype, testing::Rng& rng) {
 
 class AttentionOnDevice : public ::testing::TestWithParam<Device> {};
 
-// The CPU kernels exist twice, chosen by the instruction set (OCTET_CPU_ISA caps it): the
-// tiled AVX-512 + SLEEF kernels (tiles of 32 query rows and 32 keys) and the scalar ones.
-// Both evaluate the same formulas in fp32 (sums in other orders, exp within 1 ulp as
-// libm's), so the same bounds hold for both. Where the machine has AVX512_BF16, the tiled
-// kernels take the score products q.k^T and dout.v^T of bf16 data (even head_dim) from
-// vdpbf16ps: the product of two bf16 values (8-bit significands) is exact in fp32 and each
-// is added to the fp32 sum with one rounding to nearest, so these are fp32 sums of exact
-// terms in another order, within the same (order-free) fp32 bound. Its denormal flushing
-// changes a partial sum by less than 2^-126, which inputs in [-1, 1] (no bf16 denormals)
-// leave far below that bound. S=100 at head_dim 64 spans four tiles with a partial last one.
-const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}};
+// The CPU kernels exist three times, chosen by the instruction set (OCTET_CPU_ISA caps it):
+// the tiled kernels (tiles of 32 query rows and 32 keys) with AVX-512 or AVX2 and SLEEF, and
+// the scalar ones. All evaluate the same formulas in fp32 (sums in other orders, exp within 1 ulp
+// as libm's), so the same bounds hold for all. Where the machine has AVX512_BF16, the tiled kernels
+// take the score products q.k^T and dout.v^T of bf16 data (even head_dim) from vdpbf16ps: the
+// product of two bf16 values (8-bit significands) is exact in fp32 and each is added to the fp32
+// sum with one rounding to nearest, so these are fp32 sums of exact terms in another order, within
+// the same (order-free) fp32 bound. Its denormal flushing changes a partial sum by less than
+// 2^-126, which inputs in [-1, 1] (no bf16 denormals) leave far below that bound. S=100 at head_dim
+// 64 spans four tiles with a partial last one; head_dim 20 leaves part of a vector of every
+// row unused.
+const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}, {2, 1, 20, 45}};
 
 // Runs `body` once per CPU instruction-set level (the machine's best last), or once on CUDA.
 template <typename Body>
@@ -278,7 +279,7 @@ void for_each_isa(Device device, Body body) {
   if (device.is_cuda()) return body();
   const char* saved = std::getenv("OCTET_CPU_ISA");
   const std::string restore = saved ? saved : "";
-  for (const char* isa : {"baseline", "avx512"}) {
+  for (const char* isa : {"baseline", "avx2", "avx512"}) {
     SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
     setenv("OCTET_CPU_ISA", isa, 1);
     body();

@@ -1,6 +1,6 @@
 // kernels/cpu/attention_cpu.h: what the two CPU attention kernels share: the layout of the
-// packed qkv activation, the per-thread slices of the workspace and the tiled (AVX-512 +
-// SLEEF) kernels' entry points. Internal to kernels/cpu.
+// packed qkv activation, the per-thread slices of the workspace and the tiled (AVX-512 or
+// AVX2, + SLEEF) kernels' entry points. Internal to kernels/cpu.
 // defines: cpu::attn::Layout, cpu::attn::Slices, cpu::attn::slices, cpu::attn::kTile,
 //          cpu::attn::floats_per_thread, cpu::attn::tiled_available, cpu::attn::tiled_forward,
 //          cpu::attn::tiled_backward
@@ -55,8 +55,8 @@ struct Layout {
   int64_t work() const { return d.batch * d.n_heads * d.seq_len * d.seq_len * d.head_dim; }
 };
 
-// Whether this build and machine run the tiled kernels (AVX-512 and SLEEF, not capped
-// below avx512 by OCTET_CPU_ISA); otherwise the scalar kernels run.
+// Whether this build and machine run the tiled kernels (SLEEF, and AVX2 or AVX-512 not capped
+// to baseline by OCTET_CPU_ISA); otherwise the scalar kernels run.
 bool tiled_available();
 // The tiled kernels (only where tiled_available()); the same contract as the scalar ones.
 void tiled_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, const Layout& layout,

@@ -1,8 +1,9 @@
 // kernels/cpu/attention_tile_ops.h: the fp32 tile primitives of the tiled CPU attention
-// (attention_tiled_cpu.cpp): loading rows of a tile as f32 (or transposed), the 32 x 32
-// score product with AVX-512 fused multiply-adds, the causal lane mask and the weighted
-// accumulation of rows. Internal to kernels/cpu; only where OCTET_CPU_VECTOR_EXP.
-// defines: cpu::attn::tile::load_rows, load_transposed, tile_scores, causal, accumulate
+// (attention_tiled_cpu.cpp) with AVX-512: the 32 x 32 score product with fused
+// multiply-adds, the causal lane mask, the weighted accumulation of rows and the two
+// softmax rows (forward, and P and dS of the backward pass). attention_tile_ops_avx2.h has
+// the same functions for AVX2. Internal to kernels/cpu; only where OCTET_CPU_VECTOR_EXP.
+// defines: cpu::attn::avx512::tile_scores, causal, accumulate, softmax_row, probabilities_row
 #pragma once
 
 #include "kernels/cpu/vector_math.h"
@@ -14,29 +15,10 @@
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/attention_cpu.h"
 
-namespace octet::kernels::cpu::attn::tile {
+namespace octet::kernels::cpu::attn::avx512 {
 
 constexpr int64_t T = kTile;  // rows and keys per tile (two vectors of 16 lanes)
 static_assert(T == 32, "the score kernels hold a tile row in two vectors");
-
-// rows x hd values of A (row stride `stride`) as f32 rows of hd floats; rows up to T zero.
-template <typename A>
-OCTET_AVX512 void load_rows(const A* src, int64_t stride, int64_t rows, int64_t hd, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < hd; ++c) dst[r * hd + c] = to_f32(src[r * stride + c]);
-  }
-  std::fill(dst + rows * hd, dst + T * hd, 0.0f);
-}
-
-// The same rows transposed: dst[c * T + r], zero for r >= rows.
-template <typename A>
-OCTET_AVX512 void load_transposed(const A* src, int64_t stride, int64_t rows, int64_t hd,
-                                  float* dst) {
-  std::fill(dst, dst + hd * T, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < hd; ++c) dst[c * T + r] = to_f32(src[r * stride + c]);
-  }
-}
 
 // out[r][j] = (sum_c a[r][c] bt[c][j]) * scale for r, j < T, c in increasing order (one
 // fused multiply-add per term): a [T][hd] rows, bt [hd][T] (a block transposed).
@@ -111,5 +93,37 @@ OCTET_AVX512 inline void accumulate(float* c, int64_t rows, const float* w, int6
   }
 }
 
-}  // namespace octet::kernels::cpu::attn::tile
+// Row i of a forward tile's scores s (keys from 0 to `end`, a multiple of 16): m = max_{j <= i}
+// s_j, then s_j = exp(s_j - m) (0 for j > i), l = sum_j s_j.
+OCTET_AVX512 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_out, float* l_out) {
+  __m512 mv = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j <= i; j += 16)
+    mv = _mm512_mask_max_ps(mv, causal(j, i), mv, _mm512_loadu_ps(s + j));
+  const float m = _mm512_reduce_max_ps(mv);
+  const __m512 mb = _mm512_set1_ps(m);
+  __m512 lv = _mm512_setzero_ps();
+  for (int64_t j = 0; j < end; j += 16) {
+    const __m512 p =
+        _mm512_maskz_mov_ps(causal(j, i), exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), mb)));
+    _mm512_storeu_ps(s + j, p);
+    lv = _mm512_add_ps(lv, p);
+  }
+  *m_out = m;
+  *l_out = _mm512_reduce_add_ps(lv);
+}
+
+// Row i of a backward tile against the keys j0..j0 + T: p_j = exp(s_j - lse) (0 for key
+// j0 + j > i), given its scores in p, and ds_j = p_j (ds_j - d), given dout_i . v_j in ds.
+OCTET_AVX512 inline void probabilities_row(float* p, float* ds, int64_t j0, int64_t i, float lse,
+                                           float d) {
+  const __m512 lse_v = _mm512_set1_ps(lse), d_v = _mm512_set1_ps(d);
+  for (int64_t j = 0; j < T; j += 16) {
+    const __mmask16 m = causal(j0 + j, i);
+    const __m512 pv = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_loadu_ps(p + j), lse_v)));
+    _mm512_storeu_ps(p + j, pv);
+    _mm512_storeu_ps(ds + j, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(ds + j), d_v)));
+  }
+}
+
+}  // namespace octet::kernels::cpu::attn::avx512
 #endif

@@ -1,6 +1,6 @@
 // kernels/cpu/cross_entropy_cpu.cpp: softmax cross-entropy and its gradient on the CPU,
-// one row of logits per iteration; with AVX-512 and SLEEF, 16 logits at a time (the sum of
-// exp in 16 lanes, then the lanes added in a fixed order).
+// one row of logits per iteration; with SLEEF, 16 logits at a time on AVX-512 or 8 on AVX2
+// (the sum of exp in lanes, then the lanes added in a fixed order).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -43,7 +43,7 @@ void rows_loss(const A* logits, const int32_t* targets, float* losses, A* dlogit
 }
 
 #if defined(OCTET_CPU_VECTOR_EXP)
-// One row (the OpenMP loop is in rows_loss_avx512, without the AVX-512 target: clang
+// One row (the OpenMP loop is in rows_loss_vector, without the AVX-512 target: clang
 // outlines a parallel region without its function's target features).
 template <typename A>
 OCTET_AVX512 void row_loss_avx512(const A* x, int32_t target, float* loss, A* d, int64_t vocab,
@@ -70,13 +70,45 @@ OCTET_AVX512 void row_loss_avx512(const A* x, int32_t target, float* loss, A* d,
   }
 }
 
+// The AVX2 row: the AVX-512 one's steps, 8 lanes at a time.
 template <typename A>
-void rows_loss_avx512(const A* logits, const int32_t* targets, float* losses, A* dlogits,
-                      int64_t rows, int64_t vocab, float grad_scale) {
+OCTET_AVX2 void row_loss_avx2(const A* x, int32_t target, float* loss, A* d, int64_t vocab,
+                              float grad_scale) {
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < vocab; j += 8) mv = _mm256_max_ps(mv, load8(x + j, vocab - j, -INFINITY));
+  const float m = reduce_max8(mv);
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < vocab; j += 8)
+    sum = _mm256_add_ps(sum, exp8(_mm256_sub_ps(load8(x + j, vocab - j, -INFINITY), mb)));
+  const float lse = m + std::log(reduce_add8(sum));
+  *loss = lse - to_f32(x[target]);
+  if (d == nullptr) return;
+  // x[j] is read before d[j] is written: dlogits may be logits.
+  const __m256 l = _mm256_set1_ps(lse);
+  for (int64_t j = 0; j < vocab; j += 8) {
+    const int64_t n = std::min<int64_t>(8, vocab - j);
+    float out[8];
+    _mm256_storeu_ps(out, exp8(_mm256_sub_ps(load8(x + j, n, -INFINITY), l)));
+    for (int64_t k = 0; k < n; ++k)
+      out[k] = (j + k == target ? out[k] - 1.0f : out[k]) * grad_scale;
+    for (int64_t k = 0; k < n; ++k) d[j + k] = from_f32<A>(out[k]);
+  }
+}
+
+// The rows of either vector level: `avx512` picks the row function.
+template <typename A>
+void rows_loss_vector(const A* logits, const int32_t* targets, float* losses, A* dlogits,
+                      int64_t rows, int64_t vocab, float grad_scale, bool avx512) {
 #pragma omp parallel for schedule(static) if (rows * vocab > kParallelElements)
-  for (int64_t t = 0; t < rows; ++t)
-    row_loss_avx512(logits + t * vocab, targets[t], losses + t,
-                    dlogits == nullptr ? nullptr : dlogits + t * vocab, vocab, grad_scale);
+  for (int64_t t = 0; t < rows; ++t) {
+    A* d = dlogits == nullptr ? nullptr : dlogits + t * vocab;
+    if (avx512) {
+      row_loss_avx512(logits + t * vocab, targets[t], losses + t, d, vocab, grad_scale);
+    } else {
+      row_loss_avx2(logits + t * vocab, targets[t], losses + t, d, vocab, grad_scale);
+    }
+  }
 }
 #endif
 
@@ -94,9 +126,10 @@ void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& lo
   with_activation(logits.dtype, [&](auto a) {
     using A = decltype(a);
 #if defined(OCTET_CPU_VECTOR_EXP)
-    if (usable_isa("cross_entropy") == Isa::avx512)
-      return rows_loss_avx512(logits.as<const A>(), tg, losses.as<float>(),
-                              dlogits.empty() ? nullptr : dlogits.as<A>(), rows, vocab, grad_scale);
+    if (const Isa isa = usable_isa("cross_entropy"); isa != Isa::baseline)
+      return rows_loss_vector(logits.as<const A>(), tg, losses.as<float>(),
+                              dlogits.empty() ? nullptr : dlogits.as<A>(), rows, vocab, grad_scale,
+                              isa == Isa::avx512);
 #endif
     rows_loss(logits.as<const A>(), tg, losses.as<float>(),
               dlogits.empty() ? nullptr : dlogits.as<A>(), rows, vocab, grad_scale);

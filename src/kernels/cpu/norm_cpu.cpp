@@ -1,5 +1,5 @@
 // kernels/cpu/norm_cpu.cpp: RMSNorm forward and backward on the CPU, one row per
-// iteration, fp32 math; the row loops compiled for the baseline and for AVX-512 (in the
+// iteration, fp32 math; the row loops compiled for the baseline, AVX2 and AVX-512 (in the
 // same order: the compiler does not reassociate, though it may fuse a multiply and an add),
 // picked at run time as isa.h says.
 #include <algorithm>
@@ -81,6 +81,7 @@ struct Rows {
 
 OCTET_NORM_VARIANT(baseline, )
 #if defined(__x86_64__) && defined(__GNUC__)
+OCTET_NORM_VARIANT(avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
 OCTET_NORM_VARIANT(avx512,
                    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
 #endif
@@ -89,8 +90,9 @@ OCTET_NORM_VARIANT(avx512,
 template <typename A, typename W>
 Rows<A, W> pick_rows() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (usable_isa("rmsnorm") == Isa::avx512)
-    return {forward_avx512<A, W>, dweight_avx512<A>, dx_avx512<A, W>};
+  const Isa isa = usable_isa("rmsnorm");
+  if (isa == Isa::avx512) return {forward_avx512<A, W>, dweight_avx512<A>, dx_avx512<A, W>};
+  if (isa == Isa::avx2) return {forward_avx2<A, W>, dweight_avx2<A>, dx_avx2<A, W>};
 #endif
   return {forward_baseline<A, W>, dweight_baseline<A>, dx_baseline<A, W>};
 }

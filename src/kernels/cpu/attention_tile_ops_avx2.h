@@ -1,0 +1,150 @@
+// kernels/cpu/attention_tile_ops_avx2.h: the fp32 tile primitives of the tiled CPU attention
+// (attention_tiled_cpu.cpp) with AVX2, for CPUs without AVX-512 (AMD Zen 2 and 3, Intel's
+// client cores since Alder Lake): the functions of attention_tile_ops.h, 8 lanes at a time.
+// The score product and the accumulation add the same terms in the same order with one fused
+// multiply-add each, so they give the AVX-512 kernels' bits; the softmax rows sum their lanes
+// in another order. Internal to kernels/cpu; only where OCTET_CPU_VECTOR_EXP.
+// defines: cpu::attn::avx2::tile_scores, causal, accumulate, softmax_row, probabilities_row
+#pragma once
+
+#include "kernels/cpu/vector_math.h"
+
+#if defined(OCTET_CPU_VECTOR_EXP)
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/attention_cpu.h"
+
+namespace octet::kernels::cpu::attn::avx2 {
+
+constexpr int64_t T = kTile;  // rows and keys per tile (four vectors of 8 lanes)
+static_assert(T == 32, "the score kernels hold a tile row in four vectors");
+
+// out[r][j] = (sum_c a[r][c] bt[c][j]) * scale for r, j < T, c in increasing order (one
+// fused multiply-add per term): a [T][hd] rows, bt [hd][T] (a block transposed). Two rows at
+// a time: 8 accumulators, 4 rows of bt and a broadcast fit AVX2's 16 registers.
+OCTET_AVX2 inline void tile_scores(const float* a, const float* bt, int64_t hd, float scale,
+                                   float* out, int64_t ld) {
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int64_t r = 0; r < T; r += 2) {
+    __m256 acc[2][4];
+    for (auto& row : acc)
+      for (__m256& v : row) v = _mm256_setzero_ps();
+    for (int64_t c = 0; c < hd; ++c) {
+      const float* b = bt + c * T;
+      const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+      const __m256 b2 = _mm256_loadu_ps(b + 16), b3 = _mm256_loadu_ps(b + 24);
+      for (int64_t k = 0; k < 2; ++k) {
+        const __m256 x = _mm256_set1_ps(a[(r + k) * hd + c]);
+        acc[k][0] = _mm256_fmadd_ps(x, b0, acc[k][0]);
+        acc[k][1] = _mm256_fmadd_ps(x, b1, acc[k][1]);
+        acc[k][2] = _mm256_fmadd_ps(x, b2, acc[k][2]);
+        acc[k][3] = _mm256_fmadd_ps(x, b3, acc[k][3]);
+      }
+    }
+    for (int64_t k = 0; k < 2; ++k) {
+      for (int64_t q = 0; q < 4; ++q)
+        _mm256_storeu_ps(out + (r + k) * ld + 8 * q, _mm256_mul_ps(acc[k][q], s));
+    }
+  }
+}
+
+// The lanes of 8 keys from j that row i may see (j <= i): all ones where it may.
+OCTET_AVX2 inline __m256 causal(int64_t j, int64_t i) {
+  return _mm256_castsi256_ps(lanes8(std::clamp<int64_t>(i - j + 1, 0, 8)));
+}
+
+// 8 floats at `at`, or those of the lanes of m (the others 0, never read).
+template <bool kFull>
+OCTET_AVX2 inline __m256 load_lanes(const float* at, __m256i m) {
+  return kFull ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, m);
+}
+
+// Rows i0..i0+R of accumulate below, 32 lanes from c0 (all of them where kFull, else those
+// of the masks m): R rows at once, so that each load of x feeds R chains of fused
+// multiply-adds.
+template <int R, bool kFull>
+OCTET_AVX2 inline void accumulate_rows(float* c, int64_t i0, const float* w, int64_t wi, int64_t wt,
+                                       const float* x, int64_t n, int64_t hd, int64_t c0,
+                                       const __m256i* m) {
+  __m256 acc[R * 4];
+#pragma GCC unroll 8
+  for (int e = 0; e < R * 4; ++e)
+    acc[e] = load_lanes<kFull>(c + (i0 + e / 4) * hd + c0 + 8 * (e % 4), m[e % 4]);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xt = x + t * hd + c0;
+    const __m256 x0 = load_lanes<kFull>(xt, m[0]), x1 = load_lanes<kFull>(xt + 8, m[1]);
+    const __m256 x2 = load_lanes<kFull>(xt + 16, m[2]), x3 = load_lanes<kFull>(xt + 24, m[3]);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const __m256 s = _mm256_set1_ps(w[(i0 + r) * wi + t * wt]);
+      acc[4 * r] = _mm256_fmadd_ps(s, x0, acc[4 * r]);
+      acc[4 * r + 1] = _mm256_fmadd_ps(s, x1, acc[4 * r + 1]);
+      acc[4 * r + 2] = _mm256_fmadd_ps(s, x2, acc[4 * r + 2]);
+      acc[4 * r + 3] = _mm256_fmadd_ps(s, x3, acc[4 * r + 3]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int e = 0; e < R * 4; ++e) {
+    float* at = c + (i0 + e / 4) * hd + c0 + 8 * (e % 4);
+    if (kFull) {
+      _mm256_storeu_ps(at, acc[e]);
+    } else {
+      _mm256_maskstore_ps(at, m[e % 4], acc[e]);
+    }
+  }
+}
+
+// c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
+// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
+OCTET_AVX2 inline void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
+                                  const float* x, int64_t n, int64_t hd) {
+  for (int64_t c0 = 0; c0 < hd; c0 += 32) {
+    const int64_t lanes = std::min<int64_t>(32, hd - c0);
+    __m256i m[4];
+    for (int k = 0; k < 4; ++k) m[k] = lanes8(std::clamp<int64_t>(lanes - 8 * k, 0, 8));
+    int64_t i = 0;
+    if (lanes == 32) {
+      for (; i + 2 <= rows; i += 2) accumulate_rows<2, true>(c, i, w, wi, wt, x, n, hd, c0, m);
+      for (; i < rows; ++i) accumulate_rows<1, true>(c, i, w, wi, wt, x, n, hd, c0, m);
+    } else {
+      for (; i + 2 <= rows; i += 2) accumulate_rows<2, false>(c, i, w, wi, wt, x, n, hd, c0, m);
+      for (; i < rows; ++i) accumulate_rows<1, false>(c, i, w, wi, wt, x, n, hd, c0, m);
+    }
+  }
+}
+
+// Row i of a forward tile's scores s (keys from 0 to `end`, a multiple of 8): m = max_{j <= i}
+// s_j, then s_j = exp(s_j - m) (0 for j > i), l = sum_j s_j.
+OCTET_AVX2 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_out, float* l_out) {
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j <= i; j += 8)
+    mv = _mm256_blendv_ps(mv, _mm256_max_ps(mv, _mm256_loadu_ps(s + j)), causal(j, i));
+  const float m = reduce_max8(mv);
+  const __m256 mb = _mm256_set1_ps(m);
+  __m256 lv = _mm256_setzero_ps();
+  for (int64_t j = 0; j < end; j += 8) {
+    const __m256 p = _mm256_and_ps(causal(j, i), exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mb)));
+    _mm256_storeu_ps(s + j, p);
+    lv = _mm256_add_ps(lv, p);
+  }
+  *m_out = m;
+  *l_out = reduce_add8(lv);
+}
+
+// Row i of a backward tile against the keys j0..j0 + T: p_j = exp(s_j - lse) (0 for key
+// j0 + j > i), given its scores in p, and ds_j = p_j (ds_j - d), given dout_i . v_j in ds.
+OCTET_AVX2 inline void probabilities_row(float* p, float* ds, int64_t j0, int64_t i, float lse,
+                                         float d) {
+  const __m256 lse_v = _mm256_set1_ps(lse), d_v = _mm256_set1_ps(d);
+  for (int64_t j = 0; j < T; j += 8) {
+    const __m256 pv =
+        _mm256_and_ps(causal(j0 + j, i), exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), lse_v)));
+    _mm256_storeu_ps(p + j, pv);
+    _mm256_storeu_ps(ds + j, _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(ds + j), d_v)));
+  }
+}
+
+}  // namespace octet::kernels::cpu::attn::avx2
+#endif
