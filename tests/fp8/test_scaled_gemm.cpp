@@ -597,8 +597,9 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   for (int64_t i = 0; i < m; ++i) EXPECT_TRUE(std::isnan(c[i * n])) << "row " << i;
 }
 
-// Every code of both formats widens to the bf16 of its exact value (NaN to a NaN), in the
-// vector loop and its scalar tail, on every instruction-set level this machine has.
+// Every code of both formats widens to the bf16 and to the f32 of its exact value (NaN to a
+// NaN), in the vector loop and its scalar tail, on every instruction-set level this machine
+// has.
 TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
   const char* saved = std::getenv("OCTET_CPU_ISA");
   const std::string restore = saved ? saved : "";
@@ -608,14 +609,19 @@ TEST(CpuFp8FusedGemm, WideningDecodesEveryCodeExactly) {
       std::vector<uint8_t> codes(256 + 7);
       for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 37 % 256);
       std::vector<uint16_t> out(codes.size());
+      std::vector<float> out32(codes.size());
       kernels::cpu::fp8_to_bf16(dtype)(codes.data(), out.data(), std::ssize(codes));
+      kernels::cpu::fp8_to_f32(dtype)(codes.data(), out32.data(), std::ssize(codes));
       for (size_t i = 0; i < codes.size(); ++i) {
         const float exact = fp8_to_f32(codes[i], dtype);
         if (std::isnan(exact)) {
           EXPECT_TRUE(std::isnan(bf16_to_f32(out[i]))) << isa << " code " << int{codes[i]};
+          EXPECT_TRUE(std::isnan(out32[i])) << isa << " code " << int{codes[i]};
         } else {
           EXPECT_EQ(out[i], f32_bits(exact) >> 16)
               << isa << " " << dtype_name(dtype) << " code " << int{codes[i]};
+          EXPECT_EQ(f32_bits(out32[i]), f32_bits(exact))
+              << isa << " " << dtype_name(dtype) << " code " << int{codes[i]} << " to f32";
         }
       }
     }

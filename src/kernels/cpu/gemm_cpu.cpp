@@ -60,23 +60,26 @@ void to_bf16(float* f32, void* bf16, int64_t n) {
 }  // namespace
 
 void onednn_gemm_widened(const Matmul& mm) {
-  if (mm.ab_dtype == DType::f32) return onednn_gemm(mm);  // f32 operands give an f32 C
+  if (mm.ab_dtype == DType::f32 && mm.c_dtype == DType::f32) return onednn_gemm(mm);
   static std::mutex mutex;
   static std::vector<float> staging;
   std::lock_guard<std::mutex> lock(mutex);
-  const int64_t a_n = mm.m * mm.k, b_n = mm.k * mm.n;
+  const int64_t a_n = mm.ab_dtype == DType::bf16 ? mm.m * mm.k : 0;
+  const int64_t b_n = mm.ab_dtype == DType::bf16 ? mm.k * mm.n : 0;
   const int64_t c_n = mm.c_dtype == DType::bf16 ? mm.m * mm.n : 0;
   if (staging.size() < static_cast<size_t>(a_n + b_n + c_n)) staging.resize(a_n + b_n + c_n);
   Matmul f = mm;
   float* a32 = staging.data();
   float* b32 = a32 + a_n;
   float* c32 = b32 + b_n;
-  // Same shapes and strides, f32 elements: the transposes stay where they were.
-  to_f32(mm.a, a32, a_n);
-  to_f32(mm.b, b32, b_n);
-  f.a = a32;
-  f.b = b32;
-  f.ab_dtype = DType::f32;
+  if (mm.ab_dtype == DType::bf16) {
+    // Same shapes and strides, f32 elements: the transposes stay where they were.
+    to_f32(mm.a, a32, a_n);
+    to_f32(mm.b, b32, b_n);
+    f.a = a32;
+    f.b = b32;
+    f.ab_dtype = DType::f32;
+  }
   if (c_n > 0) {
     if (mm.beta != 0.0f) to_f32(mm.c, c32, c_n);
     f.c = c32;
@@ -97,6 +100,10 @@ void run_matmul(const Matmul& mm) {
     case GemmImpl::reference:
       return gemm_reference(mm);
   }
+}
+
+DType matmul_operand_dtype() {
+  return gemm_impl() == GemmImpl::onednn_f32 ? DType::f32 : DType::bf16;
 }
 
 GemmImpl gemm_impl() {

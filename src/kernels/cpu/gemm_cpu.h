@@ -1,10 +1,11 @@
-// kernels/cpu/gemm_cpu.h: the two engines behind cpu::gemm (oneDNN's matmul and the
-// portable reference GEMM) and the switch between them. Internal to kernels/ (and tests).
+// kernels/cpu/gemm_cpu.h: the engines behind cpu::gemm (oneDNN's matmul, natively or on f32
+// copies, and the portable reference GEMM) and the switch between them. Internal to kernels/
+// (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
-//          gemm_reference, onednn_available, onednn_bf16_available, onednn_gemm,
-//          onednn_gemm_widened, Fp8GemmPath, fp8_gemm_path,
-//          set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, fp8_to_bf16,
-//          Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
+//          gemm_reference, run_matmul, matmul_operand_dtype, onednn_available,
+//          onednn_bf16_available, onednn_gemm, onednn_gemm_widened, Fp8GemmPath,
+//          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, fp8_to_bf16,
+//          fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,12 @@
 
 namespace octet::kernels::cpu {
 
-// One f32 x f32 or bf16 x bf16 GEMM on plain row-major CPU memory, as both
-// engines take it: C [m, n] = alpha * op(A) op(B) + beta * C with fp32
+// One f32 x f32 or bf16 x bf16 GEMM on plain row-major CPU memory, as every
+// engine takes it: C [m, n] = alpha * op(A) op(B) + beta * C with fp32
 // accumulation. op(A) is [m, k]: A is stored [m, k], or [k, m] when trans_a.
 // op(B) is [k, n]: B is stored [k, n], or [n, k] when trans_b. C is f32 or bf16
-// (f32 operands give f32). beta == 0 means C is only written, never read.
+// (bf16 from f32 operands on the reference and onednn-f32 engines only: the FP8 GEMMs widen
+// into f32 for onednn-f32). beta == 0 means C is only written, never read.
 struct Matmul {
   const void* a;
   const void* b;
@@ -51,6 +53,9 @@ void gemm_reference(const Matmul& mm);
 
 // Runs mm on the engine gemm_impl() names (the reference for K = 0, which oneDNN refuses).
 void run_matmul(const Matmul& mm);
+// The dtype FP8 GEMMs widen their operands into for the engine now: f32 for onednn-f32 (which
+// would widen bf16 once more), bf16 for the others. Both hold every FP8 value exactly.
+DType matmul_operand_dtype();
 
 // FP8 GEMMs (gemm_fp8_cpu.cpp): widen to bf16 in the workspace, scale in fp32.
 size_t fp8_gemm_workspace_bytes(GemmDims dims, const GemmOptions& options);
@@ -81,6 +86,16 @@ struct Fp8ToBf16 {
   }
 };
 Fp8ToBf16 fp8_to_bf16(DType dtype);
+// The same into f32 (exact), for the engines that multiply f32 (matmul_operand_dtype()).
+struct Fp8ToF32 {
+  void (*loop)(const uint8_t*, float*, int64_t, const float*, float, bool);
+  const float* table;
+  bool e4m3;
+  void operator()(const uint8_t* in, float* out, int64_t n) const {
+    loop(in, out, n, table, 1.0f, e4m3);
+  }
+};
+Fp8ToF32 fp8_to_f32(DType dtype);
 enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
 size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options);
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& options,
@@ -119,8 +134,8 @@ bool onednn_bf16_available();
 // Runs mm with oneDNN; throws octet::Error when not available.
 void onednn_gemm(const Matmul& mm);
 // The onednn_f32 engine (gemm_cpu.cpp): bf16 A and B widened to f32 (exact), oneDNN's f32
-// matmul with fp32 accumulation, a bf16 C rounded once at the end (as oneDNN rounds it): the
-// same contract as the bf16 matmul. The f32 copies live in one area for the process, grown to
+// matmul with fp32 accumulation, a bf16 C computed in f32 and rounded once at the end (as
+// oneDNN rounds it): the same contract as the bf16 matmul. The f32 copies live in one area for the process, grown to
 // the largest GEMM on its first call (a training step's first call of each shape), so later
 // calls allocate nothing; calls from several threads take turns.
 void onednn_gemm_widened(const Matmul& mm);

@@ -1,10 +1,10 @@
 // kernels/cpu/gemm_fp8_cpu.cpp: FP8 GEMMs on the CPU: operands widened exactly to
-// bf16 (every E4M3/E5M2 value is a bf16 value), multiplied by the bf16 GEMM with
-// fp32 accumulation, and the scale_inv factors applied in fp32 the way Hopper's
-// scaled GEMMs apply them: per tensor on the accumulator, per row/column in the
-// epilogue, and per K slice for grids that split K (1x128, 128x128, MX). That per-slice
-// loop is the reference path; gemm_fp8_fused_cpu.cpp runs row, block and MX scales as one
-// full-K GEMM where their range allows it (the default, see Fp8GemmPath).
+// bf16 (every E4M3/E5M2 value is a bf16 value), or to f32 where the engine multiplies f32
+// (onednn-f32, matmul_operand_dtype), multiplied by that GEMM with fp32 accumulation, and the
+// scale_inv factors applied in fp32 the way Hopper's scaled GEMMs apply them: per tensor on the
+// accumulator, per row/column in the epilogue, and per K slice for grids that split K (1x128,
+// 128x128, MX). That per-slice loop is the reference path; gemm_fp8_fused_cpu.cpp runs row, block
+// and MX scales as one full-K GEMM where their range allows it (the default, see Fp8GemmPath).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -24,13 +24,17 @@ size_t align_up(size_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
 
-// Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] bf16 one.
+// Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] one of
+// `to` (bf16 or f32).
 void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,
-               uint16_t* dst) {
-  const Fp8ToBf16 widen_row = fp8_to_bf16(dtype);
+               DType to, void* dst) {
+  const auto run = [&](auto widen_row, auto* out) {
   // Below ~64 Ki elements one thread is faster than waking the others.
 #pragma omp parallel for schedule(static) if (rows * width > (1 << 16))
-  for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld + k0, dst + r * width, width);
+    for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld + k0, out + r * width, width);
+  };
+  if (to == DType::f32) return run(fp8_to_f32(dtype), static_cast<float*>(dst));
+  run(fp8_to_bf16(dtype), static_cast<uint16_t*>(dst));
 }
 
 // The scale_inv of row `row` of an operand in K slice `slice`.
@@ -57,7 +61,8 @@ bool per_tensor(const GemmOptions& o) {
          o.b_grid.block_cols == 0;
 }
 
-// The layout of the workspace: [slack][A bf16][B bf16][acc f32][partial f32].
+// The layout of the workspace: [slack][A'][B'][acc f32][partial f32], A' and B' the widened
+// operands (matmul_operand_dtype: bf16 or f32).
 struct Layout {
   int64_t slice;  // K columns widened at a time
   size_t a_bytes, b_bytes, acc_bytes, partial_bytes;
@@ -71,8 +76,9 @@ Layout layout(GemmDims d, const GemmOptions& o) {
       std::max<int64_t>(1, split ? std::min<int64_t>(o.a_grid.block_cols, d.k) : d.k);
   const bool tensor = per_tensor(o);
   const int64_t slices = (d.k + slice - 1) / slice;
-  return {slice, align_up(static_cast<size_t>(d.m * slice) * 2),
-          align_up(static_cast<size_t>(d.n * slice) * 2),
+  const size_t element = dtype_size(matmul_operand_dtype());
+  return {slice, align_up(static_cast<size_t>(d.m * slice) * element),
+          align_up(static_cast<size_t>(d.n * slice) * element),
           tensor ? 0 : align_up(static_cast<size_t>(d.m * d.n) * 4),
           slices > 1 ? align_up(static_cast<size_t>(d.m * d.n) * 4) : 0};
 }
@@ -112,8 +118,9 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
   OCTET_CHECK(have >= need, "gemm", "FP8 on the CPU needs a workspace of ", need, " bytes (got ",
               have, "); size it with gemm_workspace_bytes");
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
-  auto* a16 = reinterpret_cast<uint16_t*>(base);
-  auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
+  const DType wide = matmul_operand_dtype();
+  void* a_wide = base;
+  void* b_wide = base + l.a_bytes;
   auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
   auto* partial = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes);
   const Scales sa = scales_of(o.a_scale_inv, o.a_grid, d.k);
@@ -123,10 +130,10 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
 
   if (per_tensor(o)) {
     // One product of the two factors on the fp32 accumulator, folded into alpha.
-    widen_fp8(a8, a.dtype, d.m, d.k, 0, d.k, a16);
-    widen_fp8(b8, b.dtype, d.n, d.k, 0, d.k, b16);
+    widen_fp8(a8, a.dtype, d.m, d.k, 0, d.k, wide, a_wide);
+    widen_fp8(b8, b.dtype, d.n, d.k, 0, d.k, wide, b_wide);
     const float scale = sa.at(0, 0) * sb.at(0, 0);
-    run_matmul({a16, b16, c.data, DType::bf16, c.dtype, d.m, d.n, d.k, false, true, o.alpha * scale,
+    run_matmul({a_wide, b_wide, c.data, wide, c.dtype, d.m, d.n, d.k, false, true, o.alpha * scale,
                 o.beta});
     return;
   }
@@ -139,10 +146,10 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
   if (slices == 0) std::fill_n(acc, d.m * d.n, 0.0f);  // K = 0
   for (int64_t s = 0; s < slices; ++s) {
     const int64_t k0 = s * l.slice, width = std::min(l.slice, d.k - k0);
-    widen_fp8(a8, a.dtype, d.m, d.k, k0, width, a16);
-    widen_fp8(b8, b.dtype, d.n, d.k, k0, width, b16);
+    widen_fp8(a8, a.dtype, d.m, d.k, k0, width, wide, a_wide);
+    widen_fp8(b8, b.dtype, d.n, d.k, k0, width, wide, b_wide);
     float* out = s == 0 ? acc : partial;
-    run_matmul({a16, b16, out, DType::bf16, DType::f32, d.m, d.n, width, false, true, 1.0f, 0.0f});
+    run_matmul({a_wide, b_wide, out, wide, DType::f32, d.m, d.n, width, false, true, 1.0f, 0.0f});
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < d.m; ++i) {
       const float row_scale = sa.at(i, s);

@@ -5,6 +5,7 @@
 //     beta applied by the engine);
 //   - per-row scales that do not split K: one bf16 GEMM of the codes into f32, then an
 //     epilogue C = (alpha sa_i) sb_j acc + beta C;
+//   (both with f32 operands instead of bf16 where the engine multiplies f32: onednn-f32;)
 //   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
 //     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
 //     scales applied per slice in fp32); elsewhere code x scale widened to f32 (one
@@ -190,11 +191,23 @@ const float* decode_table(DType fp8) {
     widen_bf16_loop(in + b0, out + b0, std::min(block, n - b0), table, scales[b], true);
 }
 
+// The same into f32 (exact for the powers of two in range the folded way takes).
+[[gnu::always_inline]] inline void widen_f32_blocks_loop(const uint8_t* __restrict in,
+                                                         float* __restrict out, int64_t n,
+                                                         int64_t block,
+                                                         const float* __restrict scales,
+                                                         const float* __restrict table) {
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += block, ++b)
+    widen_f32_loop(in + b0, out + b0, std::min(block, n - b0), table, scales[b], true);
+}
+
 struct Loops {
   void (*widen_bf16)(const uint8_t*, uint16_t*, int64_t, const float*, float, bool);
   void (*widen_bf16_blocks)(const uint8_t*, uint16_t*, int64_t, int64_t, const float*, const float*,
                             bool);
   void (*widen_f32)(const uint8_t*, float*, int64_t, const float*, float, bool);
+  void (*widen_f32_blocks)(const uint8_t*, float*, int64_t, int64_t, const float*, const float*,
+                           bool);
   void (*epilogue)(const float*, const float*, int64_t, float, float, float*, uint16_t*);
   // Codes in blocks of 32 (the last may be short) with their E8M0 scale codes (MX), all in
   // the folded way's range; nullptr where the level has none (the blocks loop with f32 scales
@@ -211,10 +224,16 @@ struct Loops {
                                            int64_t block, const float* scales, const float* table, \
                                            bool) {                                                 \
     widen_bf16_blocks_loop(in, out, n, block, scales, table);                                      \
-  }                                                                                                \
+  }
+// The table loops into f32, for the levels without a vector decode of their own.
+#define OCTET_FP8_GEMM_WIDEN_F32(name, attributes)                                                 \
   attributes void widen_f32_##name(const uint8_t* in, float* out, int64_t n, const float* table,   \
                                    float scale, bool e4m3) {                                       \
     widen_f32_loop(in, out, n, table, scale, e4m3);                                                \
+  }                                                                                                \
+  attributes void widen_f32_blocks_##name(const uint8_t* in, float* out, int64_t n, int64_t block, \
+                                          const float* scales, const float* table, bool) {         \
+    widen_f32_blocks_loop(in, out, n, block, scales, table);                                       \
   }
 #define OCTET_FP8_GEMM_EPILOGUE(name, attributes)                                         \
   attributes void epilogue_##name(const float* acc, const float* col_scale, int64_t n,    \
@@ -223,9 +242,11 @@ struct Loops {
   }
 
 OCTET_FP8_GEMM_WIDEN(baseline, )
+OCTET_FP8_GEMM_WIDEN_F32(baseline, )
 OCTET_FP8_GEMM_EPILOGUE(baseline, )
 constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_bf16_blocks_baseline,
-                                   widen_f32_baseline, epilogue_baseline};
+                                   widen_f32_baseline, widen_f32_blocks_baseline,
+                                   epilogue_baseline};
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OCTET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
 #define OCTET_AVX512 \
@@ -233,8 +254,43 @@ constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_bf16_blocks_baseli
 OCTET_FP8_GEMM_WIDEN(avx2, OCTET_AVX2)
 OCTET_FP8_GEMM_EPILOGUE(avx2, OCTET_AVX2)
 OCTET_FP8_GEMM_EPILOGUE(avx512, OCTET_AVX512)
+
+// 8 FP8 codes -> their f32 values times `scale` (one rounding; exact for a power of two in
+// range), by way of f16 as decode16_avx512 below does: (code & 0x7F) << 7 as f16 bits is
+// |E4M3 value| x 2^-8 for every finite code, code << 8 is the E5M2 value; vcvtph2ps is exact.
+// Where the table loop gathers one float per code, this is a handful of vector ops per 8.
+OCTET_AVX2 inline __m256 decode8_avx2(const uint8_t* in, __m256 scale, bool e4m3) {
+  const __m128i codes = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in)));
+  if (!e4m3) return _mm256_mul_ps(_mm256_cvtph_ps(_mm_slli_epi16(codes, 8)), scale);
+  const __m128i mag = _mm_and_si128(codes, _mm_set1_epi16(0x7F));
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(codes, _mm_set1_epi16(0x80)), 8);
+  const __m128i half = _mm_or_si128(_mm_slli_epi16(mag, 7), sign);
+  const __m256 v =
+      _mm256_mul_ps(_mm256_cvtph_ps(half), _mm256_mul_ps(scale, _mm256_set1_ps(256.0f)));
+  // E4M3's only NaN magnitude, 0x7F, would decode as 480: make it a quiet NaN.
+  const __m256 nan =
+      _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F))));
+  return _mm256_blendv_ps(v, _mm256_set1_ps(NAN), nan);
+}
+
+OCTET_AVX2 inline void widen_f32_run_avx2(const uint8_t* in, float* out, int64_t n,
+                                          const float* table, float scale, bool e4m3) {
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, decode8_avx2(in + i, s, e4m3));
+  widen_f32_loop(in + i, out + i, n - i, table, scale, e4m3);
+}
+OCTET_AVX2 void widen_f32_avx2(const uint8_t* in, float* out, int64_t n, const float* table,
+                               float scale, bool e4m3) {
+  widen_f32_run_avx2(in, out, n, table, scale, e4m3);
+}
+OCTET_AVX2 void widen_f32_blocks_avx2(const uint8_t* in, float* out, int64_t n, int64_t block,
+                                      const float* scales, const float* table, bool e4m3) {
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += block, ++b)
+    widen_f32_run_avx2(in + b0, out + b0, std::min(block, n - b0), table, scales[b], e4m3);
+}
 constexpr Loops kLoops_avx2 = {widen_bf16_avx2, widen_bf16_blocks_avx2, widen_f32_avx2,
-                               epilogue_avx2};
+                               widen_f32_blocks_avx2, epilogue_avx2};
 
 // 16 FP8 codes -> their f32 values times `scale` (one rounding; exact for a power of two
 // in range), by way of f16: (code & 0x7F) << 7 as f16 bits is |E4M3 value| x 2^-8 for every
@@ -423,12 +479,19 @@ OCTET_AVX512 void widen_f32_avx512(const uint8_t* in, float* out, int64_t n, con
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, decode16_avx512(in + i, s, e4m3));
   widen_f32_loop(in + i, out + i, n - i, table, scale, e4m3);
 }
-constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_bf16_blocks_avx512, widen_f32_avx512,
-                                 epilogue_avx512, widen_bf16_e8m0_avx512};
+OCTET_AVX512 void widen_f32_blocks_avx512(const uint8_t* in, float* out, int64_t n, int64_t block,
+                                          const float* scales, const float* table, bool e4m3) {
+  for (int64_t b0 = 0, b = 0; b0 < n; b0 += block, ++b)
+    widen_f32_avx512(in + b0, out + b0, std::min(block, n - b0), table, scales[b], e4m3);
+}
+constexpr Loops kLoops_avx512 = {widen_bf16_avx512, widen_bf16_blocks_avx512,
+                                 widen_f32_avx512,  widen_f32_blocks_avx512,
+                                 epilogue_avx512,   widen_bf16_e8m0_avx512};
 #undef OCTET_AVX2
 #undef OCTET_AVX512
 #endif
 #undef OCTET_FP8_GEMM_WIDEN
+#undef OCTET_FP8_GEMM_WIDEN_F32
 #undef OCTET_FP8_GEMM_EPILOGUE
 
 const Loops& pick_loops() {
@@ -484,40 +547,48 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       }
       return;
     }
-    if (s.block_rows == 1 && s.block_cols < k && k % s.block_cols == 0) {
-      // 1 x N blocks that tile each row (MX below AVX-512, power-of-two 1 x N): the blocks of all
-      // rows are one run and so are their scales (flat index r * grid_cols + slice); pieces of
-      // kSlices blocks with their scales gathered, whatever the row boundaries.
-      constexpr int64_t kSlices = 64;
-      const int64_t blocks = rows * s.grid_cols, pieces = (blocks + kSlices - 1) / kSlices;
-#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
-      for (int64_t p = 0; p < pieces; ++p) {
-        float scales[kSlices];
-        const int64_t b0 = p * kSlices, count = std::min(kSlices, blocks - b0);
-        for (int64_t x = 0; x < count; ++x) scales[x] = s.flat(b0 + x);
-        const int64_t c0 = b0 * s.block_cols;
-        l.widen_bf16_blocks(src + c0, dst + c0, count * s.block_cols, s.block_cols, scales, table,
-                            e4m3);
-      }
-      return;
+  }
+  // Blocks along K in either output type (bf16: the folded way; f32: the folded way on
+  // onednn-f32, or scales that split K).
+  const auto blocks_loop = [&l](const uint8_t* in, Out* out, int64_t n, int64_t block,
+                                const float* scales, const float* table, bool e4m3) {
+    if constexpr (sizeof(Out) == 2) {
+      l.widen_bf16_blocks(in, out, n, block, scales, table, e4m3);
+    } else {
+      l.widen_f32_blocks(in, out, n, block, scales, table, e4m3);
     }
-    if (s.block_cols < k) {
-      // Other K-split power-of-two grids (blocks that do not tile the row, or span rows):
-      // each row's block scales gathered, then one call per row and up to kSlices blocks.
-      constexpr int64_t kSlices = 64;
+  };
+  if (s.block_rows == 1 && s.block_cols < k && k % s.block_cols == 0) {
+    // 1 x N blocks that tile each row (MX below AVX-512, power-of-two 1 x N, 1 x 128 in f32):
+    // the blocks of all rows are one run and so are their scales (flat index r * grid_cols +
+    // slice); pieces of kSlices blocks with their scales gathered, whatever the row boundaries.
+    constexpr int64_t kSlices = 64;
+    const int64_t blocks = rows * s.grid_cols, pieces = (blocks + kSlices - 1) / kSlices;
 #pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
-      for (int64_t r = 0; r < rows; ++r) {
-        float scales[kSlices];
-        for (int64_t x0 = 0; x0 < s.grid_cols; x0 += kSlices) {
-          const int64_t count = std::min(kSlices, s.grid_cols - x0);
-          for (int64_t x = 0; x < count; ++x) scales[x] = s.at(r, x0 + x);
-          const int64_t c0 = x0 * s.block_cols, w = std::min(count * s.block_cols, k - c0);
-          l.widen_bf16_blocks(src + r * k + c0, dst + r * k + c0, w, s.block_cols, scales, table,
-                              e4m3);
-        }
-      }
-      return;
+    for (int64_t p = 0; p < pieces; ++p) {
+      float scales[kSlices];
+      const int64_t b0 = p * kSlices, count = std::min(kSlices, blocks - b0);
+      for (int64_t x = 0; x < count; ++x) scales[x] = s.flat(b0 + x);
+      const int64_t c0 = b0 * s.block_cols;
+      blocks_loop(src + c0, dst + c0, count * s.block_cols, s.block_cols, scales, table, e4m3);
     }
+    return;
+  }
+  if (s.block_cols < k) {
+    // Other K-split grids (blocks that do not tile the row, or span rows): each row's block
+    // scales gathered, then one call per row and up to kSlices blocks.
+    constexpr int64_t kSlices = 64;
+#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+    for (int64_t r = 0; r < rows; ++r) {
+      float scales[kSlices];
+      for (int64_t x0 = 0; x0 < s.grid_cols; x0 += kSlices) {
+        const int64_t count = std::min(kSlices, s.grid_cols - x0);
+        for (int64_t x = 0; x < count; ++x) scales[x] = s.at(r, x0 + x);
+        const int64_t c0 = x0 * s.block_cols, w = std::min(count * s.block_cols, k - c0);
+        blocks_loop(src + r * k + c0, dst + r * k + c0, w, s.block_cols, scales, table, e4m3);
+      }
+    }
+    return;
   }
 #pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
@@ -558,7 +629,8 @@ struct FusedLayout {
 FusedLayout fused_layout(GemmDims d, const GemmOptions& o) {
   const bool split = (o.a_grid.block_cols != 0 && o.a_grid.block_cols < d.k) ||
                      (o.b_grid.block_cols != 0 && o.b_grid.block_cols < d.k);
-  const size_t element = split ? 4 : 2;  // f32 operands only where K is split
+  // f32 operands where K is split, or where the engine multiplies f32.
+  const size_t element = split || matmul_operand_dtype() == DType::f32 ? 4 : 2;
   const auto mn = static_cast<size_t>(d.m * d.n);
   return {align_up(static_cast<size_t>(d.m * d.k) * element),
           align_up(static_cast<size_t>(d.n * d.k) * element), align_up(mn * 4),
@@ -627,6 +699,10 @@ Fp8ToBf16 fp8_to_bf16(DType dtype) {
   return {pick_loops().widen_bf16, decode_table(dtype), dtype == DType::e4m3};
 }
 
+Fp8ToF32 fp8_to_f32(DType dtype) {
+  return {pick_loops().widen_f32, decode_table(dtype), dtype == DType::e4m3};
+}
+
 size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o) {
   // The block micro-kernel's too, where the grids allow it (whether it runs is decided per call).
   const int64_t slice = block_slice(d, o);
@@ -669,14 +745,25 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   const auto* a8 = a.as<const uint8_t>();
   const auto* b8 = b.as<const uint8_t>();
 
+  const DType wide = matmul_operand_dtype();
+  // The operands widened into the engine's dtype (bf16, or f32 on onednn-f32), with their
+  // scales or without.
+  auto widen_both = [&](bool apply_scales) {
+    if (wide == DType::f32) {
+      widen(loops, a8, a.dtype, d.m, d.k, sa, apply_scales, reinterpret_cast<float*>(base));
+      widen(loops, b8, b.dtype, d.n, d.k, sb, apply_scales,
+            reinterpret_cast<float*>(base + l.a_bytes));
+    } else {
+      widen(loops, a8, a.dtype, d.m, d.k, sa, apply_scales, reinterpret_cast<uint16_t*>(base));
+      widen(loops, b8, b.dtype, d.n, d.k, sb, apply_scales,
+            reinterpret_cast<uint16_t*>(base + l.a_bytes));
+    }
+  };
   if (kind == Fp8FusedKind::folded_bf16) {
-    // Every scale folds exactly into the bf16 operands: C = alpha A' B'ᵀ + beta C.
-    auto* a16 = reinterpret_cast<uint16_t*>(base);
-    auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
-    widen(loops, a8, a.dtype, d.m, d.k, sa, true, a16);
-    widen(loops, b8, b.dtype, d.n, d.k, sb, true, b16);
-    run_matmul(
-        {a16, b16, c.data, DType::bf16, c.dtype, d.m, d.n, d.k, false, true, o.alpha, o.beta});
+    // Every scale folds exactly into the bf16 (or f32) operands: C = alpha A' B'ᵀ + beta C.
+    widen_both(true);
+    run_matmul({base, base + l.a_bytes, c.data, wide, c.dtype, d.m, d.n, d.k, false, true, o.alpha,
+                o.beta});
     return true;
   }
   if (kind == Fp8FusedKind::scaled_f32) {
@@ -706,16 +793,15 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     epilogue(loops, acc, nullptr, ones, 1.0f, o.beta, c, d);
     return true;
   }
-  // Scales per row (or per block of rows) only: one bf16 GEMM of the codes, then the scales.
-  auto* a16 = reinterpret_cast<uint16_t*>(base);
-  auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
+  // Scales per row (or per block of rows) only: one bf16 (or f32) GEMM of the codes, then the
+  // scales.
   auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
   auto* row_scale = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes);
   auto* col_scale =
       reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.rows_bytes);
-  widen(loops, a8, a.dtype, d.m, d.k, sa, false, a16);
-  widen(loops, b8, b.dtype, d.n, d.k, sb, false, b16);
-  run_matmul({a16, b16, acc, DType::bf16, DType::f32, d.m, d.n, d.k, false, true, 1.0f, 0.0f});
+  widen_both(false);
+  run_matmul(
+      {base, base + l.a_bytes, acc, wide, DType::f32, d.m, d.n, d.k, false, true, 1.0f, 0.0f});
   for (int64_t i = 0; i < d.m; ++i) row_scale[i] = o.alpha * sa.at(i, 0);  // 1 rounding
   for (int64_t j = 0; j < d.n; ++j) col_scale[j] = sb.at(j, 0);
   epilogue(loops, acc, row_scale, col_scale, 1.0f, o.beta, c, d);
