@@ -1,6 +1,7 @@
-// tests/kernels/test_fp8_encode_avx512.cpp: the hand-written AVX-512 FP8 encoder
-// (kernels/cpu/fp8_encode_avx512.h) against the scalar f32_to_e4m3/f32_to_e5m2, bit for
-// bit, with the saturated/flushed counts, directly and through quantize(). Inputs:
+// tests/kernels/test_fp8_encode_vector.cpp: the hand-written AVX-512 and AVX2 FP8 encoders
+// (kernels/cpu/fp8_encode_avx512.h, fp8_encode_avx2.h) against the scalar
+// f32_to_e4m3/f32_to_e5m2, bit for bit, with the saturated/flushed counts, directly and
+// through quantize(), each where the CPU has its instructions. Inputs:
 // all bf16 patterns times a few multipliers, every code's neighbourhood (ties,
 // ±1 ulp), the overflow boundaries, f32 subnormals, ±0, ±Inf, NaNs, random bits.
 // (All 2^32 f32 patterns were checked once outside CI: docs/perf/cpu-step.md.)
@@ -9,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "kernels/quantize.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/fp8_encode_avx2.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
 
 namespace octet {
@@ -79,15 +82,33 @@ std::vector<float> inputs() {
   return x;
 }
 
-bool has_avx512() {
-  return kernels::cpu::hardware_isa() == Isa::avx512;
+// The two encoders, each run where the CPU has its level.
+class Fp8EncodeVector : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (kernels::cpu::hardware_isa() < GetParam())
+      GTEST_SKIP() << "this CPU has no " << (GetParam() == Isa::avx512 ? "AVX-512" : "AVX2");
+  }
+};
+
+// encode_run of the level under test.
+template <class In, bool kE4M3, bool kCount, class Scale>
+void encode_run(Isa isa, const In* x, uint8_t* out, int64_t n, Scale scale, bool saturate,
+                uint32_t amax_bits, uint64_t& saturated, uint64_t& flushed) {
+  if (isa == Isa::avx512) {
+    kernels::cpu::avx512::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, amax_bits,
+                                                        saturated, flushed);
+  } else {
+    kernels::cpu::avx2::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, amax_bits,
+                                                      saturated, flushed);
+  }
 }
 
 // nan_free: the inputs without their NaNs, with the bound of Inf's bits that leaves the
 // encoder's NaN select out (±Inf stay in: the clamp must give their codes); else the bound
 // "unknown", with every NaN.
 template <bool kE4M3>
-void check_direct(const std::vector<float>& all, bool saturate, bool nan_free) {
+void check_direct(Isa isa, const std::vector<float>& all, bool saturate, bool nan_free) {
   SCOPED_TRACE(std::string(kE4M3 ? "e4m3" : "e5m2") + (saturate ? " saturate" : " nonfinite") +
                (nan_free ? " NaN-free bound" : " no bound"));
   std::vector<float> x;
@@ -102,9 +123,9 @@ void check_direct(const std::vector<float>& all, bool saturate, bool nan_free) {
   std::vector<uint8_t> out(x.size() + 1, 0xA5);
   uint64_t saturated = 0, flushed = 0;
   // n - 1 elements: a ragged tail; the byte past it must stay untouched.
-  kernels::cpu::avx512::encode_run<float, kE4M3, true>(x.data(), out.data(), n - 1,
-                                                       static_cast<const float*>(scale.data()),
-                                                       saturate, amax_bits, saturated, flushed);
+  encode_run<float, kE4M3, true>(isa, x.data(), out.data(), n - 1,
+                                 static_cast<const float*>(scale.data()), saturate, amax_bits,
+                                 saturated, flushed);
   int64_t mismatches = 0;
   for (int64_t i = 0; i + 1 < n; ++i) {
     const uint8_t want = reference(x[i] * scale[i], kE4M3, saturate);
@@ -125,36 +146,46 @@ void check_direct(const std::vector<float>& all, bool saturate, bool nan_free) {
   EXPECT_GT(want_flushed, 0u);
 }
 
-TEST(Fp8EncodeAvx512, MatchesTheScalarEncoderOnEveryInputClass) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+TEST_P(Fp8EncodeVector, MatchesTheScalarEncoderOnEveryInputClass) {
   const std::vector<float> x = inputs();
   for (bool saturate : {true, false}) {
     for (bool nan_free : {false, true}) {
-      check_direct<true>(x, saturate, nan_free);
-      check_direct<false>(x, saturate, nan_free);
+      check_direct<true>(GetParam(), x, saturate, nan_free);
+      check_direct<false>(GetParam(), x, saturate, nan_free);
     }
   }
 }
 
-// Short runs (every tail length) with one scalar multiplier and no counts.
-TEST(Fp8EncodeAvx512, EveryTailLength) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+// Short runs (every tail length) with one scalar multiplier and no counts, from f32 and bf16.
+TEST_P(Fp8EncodeVector, EveryTailLength) {
   std::vector<float> x(40);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 13.25f - 200.0f;
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(i) * 13.25f - 200.0f;
+    xb[i] = f32_to_bf16(x[i]);
+  }
   for (int64_t n = 0; n <= 33; ++n) {
-    std::vector<uint8_t> out(x.size(), 0xA5);
+    std::vector<uint8_t> out(x.size(), 0xA5), out_b(x.size(), 0xA5);
     uint64_t unused = 0;
-    kernels::cpu::avx512::encode_run<float, true, false>(x.data(), out.data(), n, 1.5f, true,
-                                                         0xFFFFFFFFu, unused, unused);
+    encode_run<float, true, false>(GetParam(), x.data(), out.data(), n, 1.5f, true, 0xFFFFFFFFu,
+                                   unused, unused);
+    encode_run<uint16_t, true, false>(GetParam(), xb.data(), out_b.data(), n, 1.5f, true,
+                                      0xFFFFFFFFu, unused, unused);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out_b[i], f32_to_e4m3(bf16_to_f32(xb[i]) * 1.5f)) << "bf16 " << n << " " << i;
+    }
+    for (size_t i = n; i < out_b.size(); ++i) ASSERT_EQ(out_b[i], 0xA5) << "bf16 " << n << " " << i;
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], f32_to_e4m3(x[i] * 1.5f)) << n << " " << i;
     for (size_t i = n; i < out.size(); ++i) ASSERT_EQ(out[i], 0xA5) << n << " " << i;
   }
 }
 
-// Through quantize(), per tensor with a given scale, f32 and bf16 inputs: the avx512
-// variant's wiring (the default level on this CPU), data and counts.
-TEST(Fp8EncodeAvx512, QuantizeGivenScaleMatchesTheScalarEncoder) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+// Through quantize(), per tensor with a given scale, f32 and bf16 inputs: the level's variant's
+// wiring (OCTET_CPU_ISA set to it), data and counts.
+TEST_P(Fp8EncodeVector, QuantizeGivenScaleMatchesTheScalarEncoder) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  setenv("OCTET_CPU_ISA", GetParam() == Isa::avx512 ? "avx512" : "avx2", 1);
   const std::vector<float> xf = inputs();
   std::vector<uint16_t> xb(65536);
   for (uint32_t b = 0; b < 65536; ++b) xb[b] = static_cast<uint16_t>(b);
@@ -190,7 +221,17 @@ TEST(Fp8EncodeAvx512, QuantizeGivenScaleMatchesTheScalarEncoder) {
       }
     }
   }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Levels, Fp8EncodeVector, ::testing::Values(Isa::avx2, Isa::avx512),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(info.param == Isa::avx512 ? "avx512" : "avx2");
+                         });
 
 }  // namespace
 }  // namespace octet
