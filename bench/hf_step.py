@@ -125,7 +125,7 @@ def run(args, config, label):
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     amp = args.weights == "amp"
-    dtype = torch.float32 if amp else torch.bfloat16
+    dtype = torch.bfloat16 if args.weights == "bf16" else torch.float32
     seq = args.seq or config["max_position_embeddings"]
     config = dict(config, max_position_embeddings=max(seq, config["max_position_embeddings"]))
     torch.manual_seed(0)
@@ -171,7 +171,8 @@ def run(args, config, label):
         "gpu": torch.cuda.get_device_name(device) if cuda else "cpu",
         "torch": torch.__version__, "transformers": transformers.__version__,
         "attn_implementation": attn, "compile": args.compile,
-        "weights": "fp32 + bf16 autocast" if amp else "bf16", "optimizer": optimizer_name,
+        "weights": {"amp": "fp32 + bf16 autocast", "bf16": "bf16", "fp32": "fp32"}[args.weights],
+        "optimizer": optimizer_name,
         "hidden_size": config["hidden_size"], "num_hidden_layers": config["num_hidden_layers"],
         "vocab_size": config["vocab_size"], "batch": args.batch, "seq": seq,
         "warmup": args.warmup, "steps": args.steps,
@@ -194,9 +195,11 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    p.add_argument("--weights", choices=["bf16", "amp"], default="bf16",
+    p.add_argument("--weights", choices=["bf16", "amp", "fp32"], default="bf16",
                    help="bf16: bf16 parameters and AdamW on them (default); amp: fp32 "
-                        "parameters with bf16 autocast (master weights, as octet's bf16)")
+                        "parameters with bf16 autocast (master weights, as octet's bf16); fp32: "
+                        "fp32 throughout (what PyTorch users pick on CPUs without AVX-512, "
+                        "where its bf16 matmul is slow)")
     p.add_argument("--optimizer", choices=["fused", "foreach", "for-loop"], default="fused")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--lr", type=float, default=1e-4)

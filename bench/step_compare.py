@@ -133,7 +133,7 @@ def main(argv=None):
     p.add_argument("--recipe", default="tensor-current", help="FP8 recipes, comma-separated")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--hf-weights", choices=["bf16", "amp"], default="bf16")
+    p.add_argument("--hf-weights", choices=["bf16", "amp", "fp32"], default="bf16")
     p.add_argument("--hf-compile", action="store_true")
     p.add_argument("--no-hf", action="store_true", help="octet only")
     p.add_argument("--no-guard", action="store_true",
@@ -204,7 +204,7 @@ def main(argv=None):
             print(row("octet bf16", bf16, bf16, h))
             for r in fp8s:
                 print(row(f"octet fp8 {r['recipe']}", r, bf16, h))
-            hf_name = "HF bf16" if args.hf_weights == "bf16" else "HF amp"
+            hf_name = "HF " + args.hf_weights
             if h and not h.get("skipped") and not h.get("error"):
                 hf_name += f" ({h['attn_implementation']}, {h['optimizer']})"
             print(row(hf_name, h, bf16, h))
