@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/convert.h"
+#include "kernels/cpu/fp8_encode_vec.h"
 #include "kernels/cpu/intrinsics.h"
 
 namespace octet::kernels::cpu::avx2 {
@@ -22,14 +23,6 @@ namespace octet::kernels::cpu::avx2 {
 #define OCTET_AVX2_TARGET __attribute__((target("avx2,fma,f16c,bmi2")))
 #define OCTET_AVX2_INLINE [[gnu::always_inline]] inline OCTET_AVX2_TARGET
 
-// The format's constants (fp8_encode_avx512.h's Fp8Vec says how the bias rounds).
-template <bool kE4M3>
-struct Fp8Consts {
-  static constexpr detail::Fp8Layout f = kE4M3 ? detail::e4m3_layout() : detail::e5m2_layout();
-  static constexpr uint32_t shift = 23 - f.mantissa_bits;
-  static constexpr uint32_t bias = ((1u << (shift - 1)) - 1) - (f.rebias << shift);
-};
-
 // The codes of 8 floats, one in the low byte of each 32-bit lane (the other bytes are not
 // zero in the FP8-subnormal lanes). `limit`: the max code (saturate) or max code + 1. The
 // AVX-512 encoder's steps: round to nearest even at the FP8 mantissa by an integer add, clamp
@@ -37,7 +30,7 @@ struct Fp8Consts {
 // !kNan; the sign to bit 7. Every |v| bit pattern is below 2^31, so signed compares serve.
 template <bool kE4M3, bool kNan>
 OCTET_AVX2_INLINE __m256i encode8(__m256 v, __m256i limit) {
-  using F = Fp8Consts<kE4M3>;
+  using F = Fp8Vec<kE4M3>;
   const __m256i bits = _mm256_castps_si256(v);
   const __m256i mag = _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF));
   // mag + bias + (the kept lsb), >> shift, at most limit.
@@ -126,7 +119,7 @@ template <class In, bool kE4M3, bool kCount, bool kNan, class Scale>
 OCTET_AVX2_INLINE void encode_run_as(const In* __restrict x, uint8_t* __restrict out, int64_t n,
                                      Scale scale, bool saturate, uint64_t& saturated,
                                      uint64_t& flushed) {
-  constexpr detail::Fp8Layout f = Fp8Consts<kE4M3>::f;
+  constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   static_assert(f.overflow_code == f.max_code + 1);
   const __m256i limit = _mm256_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   // Counts per lane, summed every kChunk elements (far below 2^31 per lane).

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cpu/fp8_encode_vec.h"
 #include "kernels/cpu/intrinsics.h"
 
 namespace octet::kernels::cpu::avx512 {
@@ -19,17 +20,6 @@ namespace octet::kernels::cpu::avx512 {
 // of elements or per tile, never per vector.
 #define OCTET_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define OCTET_AVX512_INLINE [[gnu::always_inline]] inline OCTET_AVX512_TARGET
-
-// The format's constants for the vector encoder (derived from detail::Fp8Layout).
-template <bool kE4M3>
-struct Fp8Vec {
-  static constexpr detail::Fp8Layout f = kE4M3 ? detail::e4m3_layout() : detail::e5m2_layout();
-  static constexpr uint32_t shift = 23 - f.mantissa_bits;
-  // mag + kBias (+1 when the kept lsb is odd), >> shift: round to nearest even and
-  // rebias in one add; wraps (is garbage) only below the smallest normal, where the
-  // subnormal result is taken instead.
-  static constexpr uint32_t bias = ((1u << (shift - 1)) - 1) - (f.rebias << shift);
-};
 
 // The codes of 16 floats, one in the low byte of each 32-bit lane (the other bits
 // are not zero in the FP8-subnormal lanes: callers use the low byte only). `limit`

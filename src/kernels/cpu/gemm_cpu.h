@@ -4,8 +4,8 @@
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
 //          gemm_reference, run_matmul, matmul_operand_dtype, onednn_available,
 //          onednn_bf16_available, onednn_gemm, onednn_gemm_widened, Fp8GemmPath,
-//          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, fp8_to_bf16,
-//          fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
+//          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, Fp8Widen,
+//          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
 #pragma once
 
 #include <cstdint>
@@ -74,27 +74,22 @@ void set_fp8_gemm_path(Fp8GemmPath path);
 // take (none: their scales' range does not allow it); and the GEMM, which returns false
 // without touching C where the kind is none (unless the block micro-kernel below takes
 // finite scales that split K: fp8_block_gemm_available()).
-// Widens FP8 codes into their bf16 encodings (exact), vectorised where the CPU allows:
-// made once per kernel call (choosing the loop reads OCTET_CPU_ISA, a getenv that cost
-// 0.5% of an fp8 step when it ran per row), then called per row, out[i] = bf16(in[i]).
-struct Fp8ToBf16 {
-  void (*loop)(const uint8_t*, uint16_t*, int64_t, const float*, float, bool);
+// Widens FP8 codes into their bf16 encodings or f32 values (both exact), vectorised where the
+// CPU allows: made once per kernel call (choosing the loop reads OCTET_CPU_ISA, a getenv that
+// cost 0.5% of an fp8 step when it ran per row), then called per row, out[i] = value(in[i]).
+// f32 for the engines that multiply f32 (matmul_operand_dtype()).
+template <typename Out>
+struct Fp8Widen {
+  void (*loop)(const uint8_t*, Out*, int64_t, const float*, float, bool);
   const float* table;
   bool e4m3;
-  void operator()(const uint8_t* in, uint16_t* out, int64_t n) const {
+  void operator()(const uint8_t* in, Out* out, int64_t n) const {
     loop(in, out, n, table, 1.0f, e4m3);
   }
 };
+using Fp8ToBf16 = Fp8Widen<uint16_t>;
+using Fp8ToF32 = Fp8Widen<float>;
 Fp8ToBf16 fp8_to_bf16(DType dtype);
-// The same into f32 (exact), for the engines that multiply f32 (matmul_operand_dtype()).
-struct Fp8ToF32 {
-  void (*loop)(const uint8_t*, float*, int64_t, const float*, float, bool);
-  const float* table;
-  bool e4m3;
-  void operator()(const uint8_t* in, float* out, int64_t n) const {
-    loop(in, out, n, table, 1.0f, e4m3);
-  }
-};
 Fp8ToF32 fp8_to_f32(DType dtype);
 enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
 size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options);
@@ -135,9 +130,9 @@ bool onednn_bf16_available();
 void onednn_gemm(const Matmul& mm);
 // The onednn_f32 engine (gemm_cpu.cpp): bf16 A and B widened to f32 (exact), oneDNN's f32
 // matmul with fp32 accumulation, a bf16 C computed in f32 and rounded once at the end (as
-// oneDNN rounds it): the same contract as the bf16 matmul. The f32 copies live in one area for the process, grown to
-// the largest GEMM on its first call (a training step's first call of each shape), so later
-// calls allocate nothing; calls from several threads take turns.
+// oneDNN rounds it): the same contract as the bf16 matmul. The f32 copies live in one area for the
+// process, grown to the largest GEMM on its first call (a training step's first call of each
+// shape), so later calls allocate nothing; calls from several threads take turns.
 void onednn_gemm_widened(const Matmul& mm);
 
 }  // namespace octet::kernels::cpu
