@@ -81,7 +81,7 @@ if [[ $rc -ne 0 ]]; then
   note "FAIL: configure failed"
   exit 1
 fi
-if ! grep -q "octet: CUDA=ON" "$out/configure.log"; then
+if ! grep -Eq "octet: .*\bCUDA=ON" "$out/configure.log"; then
   note "FAIL: CMake found no CUDA compiler (see configure.log): put nvcc on PATH or set CUDACXX"
   exit 1
 fi
