@@ -536,9 +536,9 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   pow2_scales(row_pow2.b);
   pow2_scales(blocks_pow2.a);
   pow2_scales(blocks_pow2.b);
-  EXPECT_EQ(fused_kind(mx), Fp8FusedKind::folded_bf16);
-  EXPECT_EQ(fused_kind(row_pow2), Fp8FusedKind::folded_bf16);
-  EXPECT_EQ(fused_kind(blocks_pow2), Fp8FusedKind::folded_bf16);
+  EXPECT_EQ(fused_kind(mx), Fp8FusedKind::folded);
+  EXPECT_EQ(fused_kind(row_pow2), Fp8FusedKind::folded);
+  EXPECT_EQ(fused_kind(blocks_pow2), Fp8FusedKind::folded);
   EXPECT_EQ(fused_kind(row), Fp8FusedKind::row_epilogue);
   EXPECT_EQ(fused_kind(blocks), Fp8FusedKind::scaled_f32);
 
@@ -675,7 +675,7 @@ TEST(CpuFp8FusedGemm, FoldedWideningGivesEveryCodeTimesItsScaleExactly) {
         }
         for (size_t i = 0; i < b.scales.size(); ++i) set_scale(b, i, 1.0);
         const ScaledGemm g{a, b, random_c(DType::f32, m, k, rng), 1.0f, 0.0f};
-        ASSERT_EQ(fused_kind(g), Fp8FusedKind::folded_bf16) << g.describe();
+        ASSERT_EQ(fused_kind(g), Fp8FusedKind::folded) << g.describe();
         const std::vector<double> c = run_kernel_gemm(Device::cpu(), g);
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < k; ++j) {
@@ -700,7 +700,7 @@ TEST(CpuFp8FusedGemm, FoldedWideningGivesEveryCodeTimesItsScaleExactly) {
           a.values[at] = fp8_to_f32(a.codes[at], dtype);
         }
         const ScaledGemm h{a, b, random_c(DType::f32, m, k, rng), 1.0f, 0.0f};
-        ASSERT_EQ(fused_kind(h), Fp8FusedKind::folded_bf16) << h.describe();
+        ASSERT_EQ(fused_kind(h), Fp8FusedKind::folded) << h.describe();
         const std::vector<double> d = run_kernel_gemm(Device::cpu(), h);
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < k; ++j) {

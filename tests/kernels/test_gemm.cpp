@@ -399,10 +399,11 @@ TEST(GemmErrors, ShapesDTypesAndLayoutsAreCheckedWithActionableMessages) {
   const Tensor a = a_mem.make(e4m3, {4, 32}), b = b_mem.make(e4m3, {5, 32});
   const Tensor c = c_mem.make(f32, {4, 5});
   const size_t needed = kernels::gemm_workspace_bytes(a, b, c, {});
-  EXPECT_GE(needed, (4u + 5u) * 32u * 2u);  // both operands as bf16
+  EXPECT_GE(needed, (4u + 5u) * 32u * 2u);  // both operands as bf16 (or f32)
   expect_gemm_error([&] { kernels::gemm(a, b, c, {}); },
                     "FP8 on the CPU needs a workspace of " + std::to_string(needed) +
-                        " bytes (got 0); size it with gemm_workspace_bytes");
+                        " bytes (got 0) on the " + kernels::cpu_gemm_engine() +
+                        " engine; size it with gemm_workspace_bytes after choosing the engine");
   Scratch w;
   GemmOptions small;
   small.workspace = w.make(DType::u8, {static_cast<int64_t>(needed - 1)});
@@ -410,16 +411,69 @@ TEST(GemmErrors, ShapesDTypesAndLayoutsAreCheckedWithActionableMessages) {
                     "(got " + std::to_string(needed - 1) + ")");
 }
 
-TEST(GemmWorkspace, OnlyFp8NeedsOneOnTheCpu) {
+// What each CPU engine needs: FP8 GEMMs room for both operands widened (bf16, or f32 on
+// onednn-f32, which also needs an f32 C for a bf16 one); bf16 GEMMs nothing, but on onednn-f32
+// f32 copies of A, B and a bf16 C; f32 GEMMs nothing. Each within 64-byte alignment slack.
+TEST(GemmWorkspace, TheCpuEnginesNeedTheirCopiesAndNothingElse) {
+  EngineGuard guard;
   Scratch m;
   const Tensor a = m.make(DType::bf16, {3, 7}), b = m.make(DType::bf16, {5, 7});
-  EXPECT_EQ(kernels::gemm_workspace_bytes(a, b, m.make(DType::f32, {3, 5}), {}), 0u);
+  const Tensor a32 = m.make(DType::f32, {3, 7}), b32 = m.make(DType::f32, {5, 7});
   const Tensor a8 = m.make(DType::e4m3, {300, 64}), b8 = m.make(DType::e5m2, {20, 64});
-  const size_t bytes = kernels::gemm_workspace_bytes(a8, b8, m.make(DType::bf16, {300, 20}), {});
-  // The operands widened into bf16, or f32 where the engine multiplies f32 (onednn-f32).
-  const size_t element = dtype_size(kernels::cpu::matmul_operand_dtype());
-  EXPECT_GE(bytes, (300u + 20u) * 64u * element);
-  EXPECT_LE(bytes, (300u + 20u) * 64u * element + 3 * 64u);  // plus alignment slack only
+  for (GemmImpl engine : testing::cpu_engines()) {
+    kernels::cpu::set_gemm_impl(engine);
+    SCOPED_TRACE(kernels::cpu::gemm_impl_name(engine));
+    const bool f32_engine = engine == GemmImpl::onednn_f32;
+    EXPECT_EQ(kernels::gemm_workspace_bytes(a32, b32, m.make(DType::f32, {3, 5}), {}), 0u);
+    const size_t bf16_to_f32 = kernels::gemm_workspace_bytes(a, b, m.make(DType::f32, {3, 5}), {});
+    const size_t bf16_to_bf16 =
+        kernels::gemm_workspace_bytes(a, b, m.make(DType::bf16, {3, 5}), {});
+    EXPECT_EQ(bf16_to_f32, f32_engine ? 64u + (3u * 7u + 5u * 7u) * 4u : 0u);
+    EXPECT_EQ(bf16_to_bf16, f32_engine ? 64u + (3u * 7u + 5u * 7u + 3u * 5u) * 4u : 0u);
+    const size_t bytes = kernels::gemm_workspace_bytes(a8, b8, m.make(DType::bf16, {300, 20}), {});
+    const size_t want =
+        (300u + 20u) * 64u * (f32_engine ? 4u : 2u) + (f32_engine ? 300u * 20u * 4u : 0u);
+    EXPECT_GE(bytes, want);
+    EXPECT_LE(bytes, want + 4 * 64u);  // plus alignment slack only
+  }
+}
+
+// onednn-f32 takes its f32 copies from the workspace: a bf16 GEMM without one is refused with
+// the size it needs (kernels never allocate).
+TEST(GemmWorkspace, ABf16GemmOnOnednnF32WithoutItsWorkspaceIsRefused) {
+  if (!kernels::cpu::onednn_available()) GTEST_SKIP() << "this build has no oneDNN";
+  EngineGuard guard;
+  kernels::cpu::set_gemm_impl(GemmImpl::onednn_f32);
+  Scratch m;
+  const Tensor a = m.make(DType::bf16, {3, 7}), b = m.make(DType::bf16, {5, 7});
+  const Tensor c = m.make(DType::bf16, {3, 5});
+  const size_t needed = kernels::gemm_workspace_bytes(a, b, c, {});
+  expect_gemm_error([&] { kernels::gemm(a, b, c, {}); },
+                    "needs a workspace of " + std::to_string(needed) + " bytes");
+}
+
+// K = 0 gives C = beta * C (and beta = 0 an exact zero) on every engine, bf16 and f32.
+TEST(GemmOnCpu, AnEmptyReductionGivesBetaTimesCOnEveryEngine) {
+  EngineGuard guard;
+  for (GemmImpl engine : testing::cpu_engines()) {
+    kernels::cpu::set_gemm_impl(engine);
+    for (DType ab : {DType::f32, DType::bf16}) {
+      for (const float beta : {0.0f, 0.5f}) {
+        std::vector<uint8_t> none(16);
+        std::vector<float> c(6, 3.0f);
+        const Tensor a(none.data(), ab, {2, 0}), b(none.data(), ab, {3, 0});
+        const Tensor ct(c.data(), DType::f32, {2, 3});
+        GemmOptions o;
+        o.beta = beta;
+        std::vector<uint8_t> ws(kernels::gemm_workspace_bytes(a, b, ct, o) + 1);
+        o.workspace = Tensor(ws.data(), DType::u8, {static_cast<int64_t>(ws.size())});
+        kernels::gemm(a, b, ct, o);
+        for (float v : c)
+          EXPECT_EQ(v, beta * 3.0f)
+              << kernels::cpu::gemm_impl_name(engine) << " " << dtype_name(ab) << " beta " << beta;
+      }
+    }
+  }
 }
 
 // ---- CUDA only: the plan cache and the refusals that happen after dispatch ----

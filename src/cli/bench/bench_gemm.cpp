@@ -49,9 +49,10 @@ struct Row {
 // Square operands of every dtype, filled once with values in [-1, 1) (FP8 and
 // bf16 are the rounded f32 values, so all GEMMs multiply comparable data).
 struct Operands {
-  Buffer a32, b32, a16, b16, a8, b8, c32, c16, scales, workspace;
+  Buffer a32, b32, a16, b16, a8, b8, c32, c16, scales, workspace, workspace16;
   Tensor ta32, tb32, ta16, tb16, ta8, tb8, tc32, tc16;
-  kernels::GemmOptions fp8_options;  // K-major (trans_b) like all GEMMs here
+  kernels::GemmOptions fp8_options;   // K-major (trans_b) like all GEMMs here
+  kernels::GemmOptions bf16_options;  // its workspace: the onednn-f32 engine's f32 copies
 };
 
 Operands make_operands(Device device, int64_t n) {
@@ -92,6 +93,11 @@ Operands make_operands(Device device, int64_t n) {
     o.workspace = Buffer(device, bytes);
     o.fp8_options.workspace = o.workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
   }
+  const size_t bytes16 = kernels::gemm_workspace_bytes(o.ta16, o.tb16, o.tc32, o.bf16_options);
+  if (bytes16 > 0) {
+    o.workspace16 = Buffer(device, bytes16);
+    o.bf16_options.workspace = o.workspace16.view(DType::u8, {static_cast<int64_t>(bytes16)});
+  }
   return o;
 }
 
@@ -100,8 +106,9 @@ std::vector<Row> time_size(Device device, const Operands& o, int64_t n, int reps
   std::vector<Row> rows;
   rows.push_back(
       {"f32", "f32", engine, median_seconds([&] { kernels::gemm(o.ta32, o.tb32, o.tc32); }, reps)});
-  rows.push_back({"bf16", "f32", engine,
-                  median_seconds([&] { kernels::gemm(o.ta16, o.tb16, o.tc32); }, reps)});
+  rows.push_back(
+      {"bf16", "f32", engine,
+       median_seconds([&] { kernels::gemm(o.ta16, o.tb16, o.tc32, o.bf16_options); }, reps)});
   rows.push_back(
       {"e4m3", "bf16", engine,
        median_seconds([&] { kernels::gemm(o.ta8, o.tb8, o.tc16, o.fp8_options); }, reps)});

@@ -4,9 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <string_view>
-#include <vector>
 
 #include "core/convert.h"
 #include "core/error.h"
@@ -17,17 +15,20 @@ namespace octet::kernels::cpu {
 namespace {
 
 constexpr int kImplUnset = -1;
+// Where the onednn-f32 engine's f32 copies start in a workspace: 64-byte aligned.
+constexpr size_t kStagingAlign = 64;
 std::atomic<int> g_impl{kImplUnset};
 
 // Why `impl` cannot run here, or nullptr where it can.
 const char* unavailable(GemmImpl impl) {
   if (impl == GemmImpl::reference) return nullptr;
   if (!onednn_available())
-    return "this octet was built without oneDNN; install libdnnl-dev and reconfigure, or use "
-           "the reference engine";
+    return "this octet was built without oneDNN; install libdnnl-dev and reconfigure, or choose "
+           "the reference engine (OCTET_CPU_GEMM=reference, octet bench gemm --impl reference)";
   if (impl == GemmImpl::onednn && !onednn_bf16_available())
-    return "oneDNN has no bf16 matmul on this CPU (oneDNN 2.x needs AVX-512); onednn-f32 "
-           "multiplies bf16 as f32 with oneDNN, reference is the portable engine";
+    return "oneDNN has no bf16 matmul on this CPU (oneDNN 2.x needs AVX-512); choose onednn-f32, "
+           "which multiplies bf16 as f32 with oneDNN and is the default here (leave "
+           "OCTET_CPU_GEMM unset, or set it or --impl to onednn-f32), or reference";
   return nullptr;
 }
 
@@ -61,15 +62,16 @@ void to_bf16(float* f32, void* bf16, int64_t n) {
 
 void onednn_gemm_widened(const Matmul& mm) {
   if (mm.ab_dtype == DType::f32 && mm.c_dtype == DType::f32) return onednn_gemm(mm);
-  static std::mutex mutex;
-  static std::vector<float> staging;
-  std::lock_guard<std::mutex> lock(mutex);
+  OCTET_CHECK(mm.staging != nullptr, "gemm", "the onednn-f32 engine needs ",
+              matmul_staging_floats(mm.ab_dtype, mm.c_dtype, mm.m, mm.n, mm.k) * 4,
+              " bytes of workspace for this ", dtype_name(mm.ab_dtype),
+              " GEMM (f32 copies); "
+              "size the workspace with gemm_workspace_bytes after choosing the engine");
   const int64_t a_n = mm.ab_dtype == DType::bf16 ? mm.m * mm.k : 0;
   const int64_t b_n = mm.ab_dtype == DType::bf16 ? mm.k * mm.n : 0;
   const int64_t c_n = mm.c_dtype == DType::bf16 ? mm.m * mm.n : 0;
-  if (staging.size() < static_cast<size_t>(a_n + b_n + c_n)) staging.resize(a_n + b_n + c_n);
   Matmul f = mm;
-  float* a32 = staging.data();
+  float* a32 = mm.staging;
   float* b32 = a32 + a_n;
   float* c32 = b32 + b_n;
   if (mm.ab_dtype == DType::bf16) {
@@ -106,6 +108,11 @@ DType matmul_operand_dtype() {
   return gemm_impl() == GemmImpl::onednn_f32 ? DType::f32 : DType::bf16;
 }
 
+int64_t matmul_staging_floats(DType ab_dtype, DType c_dtype, int64_t m, int64_t n, int64_t k) {
+  if (gemm_impl() != GemmImpl::onednn_f32) return 0;
+  return (ab_dtype == DType::bf16 ? m * k + k * n : 0) + (c_dtype == DType::bf16 ? m * n : 0);
+}
+
 GemmImpl gemm_impl() {
   int impl = g_impl.load(std::memory_order_relaxed);
   if (impl == kImplUnset) {
@@ -134,15 +141,30 @@ const char* gemm_impl_name(GemmImpl impl) {
   return "reference";
 }
 
-size_t gemm_workspace_bytes(const Tensor& a, const Tensor&, const Tensor&, const GemmOptions& o,
+size_t gemm_workspace_bytes(const Tensor& a, const Tensor&, const Tensor& c, const GemmOptions& o,
                             GemmDims dims) {
-  return is_fp8(a.dtype) ? fp8_gemm_workspace_bytes(dims, o) : 0;
+  if (is_fp8(a.dtype)) return fp8_gemm_workspace_bytes(dims, o, c.dtype);
+  const int64_t floats = matmul_staging_floats(a.dtype, c.dtype, dims.m, dims.n, dims.k);
+  return floats == 0 ? 0 : kStagingAlign + static_cast<size_t>(floats) * 4;
 }
 
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims dims) {
   if (is_fp8(a.dtype)) return fp8_gemm(a, b, c, o, dims);
-  run_matmul({a.data, b.data, c.data, a.dtype, c.dtype, dims.m, dims.n, dims.k, o.trans_a,
-              o.trans_b, o.alpha, o.beta});
+  Matmul mm{a.data, b.data, c.data,    a.dtype,   c.dtype, dims.m,
+            dims.n, dims.k, o.trans_a, o.trans_b, o.alpha, o.beta};
+  const int64_t floats = matmul_staging_floats(a.dtype, c.dtype, dims.m, dims.n, dims.k);
+  if (floats > 0 && dims.k > 0) {
+    const size_t need = kStagingAlign + static_cast<size_t>(floats) * 4;
+    const size_t have = o.workspace.empty() ? 0 : o.workspace.nbytes();
+    OCTET_CHECK(have >= need, "gemm", "a ", dtype_name(a.dtype),
+                " GEMM on the onednn-f32 engine "
+                "needs a workspace of ",
+                need, " bytes for its f32 copies (got ", have,
+                "); size it with gemm_workspace_bytes after choosing the engine");
+    const auto at = reinterpret_cast<uintptr_t>(o.workspace.data);
+    mm.staging = reinterpret_cast<float*>((at + kStagingAlign - 1) / kStagingAlign * kStagingAlign);
+  }
+  run_matmul(mm);
 }
 
 }  // namespace octet::kernels::cpu

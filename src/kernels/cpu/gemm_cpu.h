@@ -2,7 +2,8 @@
 // copies, and the portable reference GEMM) and the switch between them. Internal to kernels/
 // (and tests).
 // defines: cpu::Matmul, cpu::GemmImpl, gemm_impl, set_gemm_impl, gemm_impl_name,
-//          gemm_reference, run_matmul, matmul_operand_dtype, onednn_available,
+//          gemm_reference, run_matmul, matmul_operand_dtype, matmul_staging_floats,
+//          onednn_available,
 //          onednn_bf16_available, onednn_gemm, onednn_gemm_widened, Fp8GemmPath,
 //          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, Fp8Widen,
 //          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
@@ -30,6 +31,9 @@ struct Matmul {
   int64_t m, n, k;
   bool trans_a, trans_b;
   float alpha, beta;
+  // The onednn-f32 engine's f32 copies: matmul_staging_floats(...) floats, from the caller's
+  // workspace (kernels never allocate); nullptr where that is 0.
+  float* staging = nullptr;
 };
 
 enum class GemmImpl : uint8_t {
@@ -56,9 +60,13 @@ void run_matmul(const Matmul& mm);
 // The dtype FP8 GEMMs widen their operands into for the engine now: f32 for onednn-f32 (which
 // would widen bf16 once more), bf16 for the others. Both hold every FP8 value exactly.
 DType matmul_operand_dtype();
+// Floats of staging the engine now needs for a Matmul of these dtypes and sizes: on onednn-f32,
+// f32 copies of bf16 A and B (m k + k n) and an f32 C for a bf16 one (m n); 0 elsewhere.
+int64_t matmul_staging_floats(DType ab_dtype, DType c_dtype, int64_t m, int64_t n, int64_t k);
 
-// FP8 GEMMs (gemm_fp8_cpu.cpp): widen to bf16 in the workspace, scale in fp32.
-size_t fp8_gemm_workspace_bytes(GemmDims dims, const GemmOptions& options);
+// FP8 GEMMs (gemm_fp8_cpu.cpp): widen to bf16 (or f32: matmul_operand_dtype) in the workspace,
+// scale in fp32. The workspace depends on the engine chosen when it is asked for.
+size_t fp8_gemm_workspace_bytes(GemmDims dims, const GemmOptions& options, DType c_dtype);
 void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
               GemmDims dims);
 
@@ -91,8 +99,9 @@ using Fp8ToBf16 = Fp8Widen<uint16_t>;
 using Fp8ToF32 = Fp8Widen<float>;
 Fp8ToBf16 fp8_to_bf16(DType dtype);
 Fp8ToF32 fp8_to_f32(DType dtype);
-enum class Fp8FusedKind : uint8_t { none, folded_bf16, row_epilogue, scaled_f32 };
-size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options);
+// folded: power-of-two scales folded into the widened operands (bf16, or f32 on onednn-f32).
+enum class Fp8FusedKind : uint8_t { none, folded, row_epilogue, scaled_f32 };
+size_t fp8_gemm_fused_workspace_bytes(GemmDims dims, const GemmOptions& options, DType c_dtype);
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& options,
                                  GemmDims dims);
 bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
@@ -128,11 +137,9 @@ bool onednn_available();
 bool onednn_bf16_available();
 // Runs mm with oneDNN; throws octet::Error when not available.
 void onednn_gemm(const Matmul& mm);
-// The onednn_f32 engine (gemm_cpu.cpp): bf16 A and B widened to f32 (exact), oneDNN's f32
-// matmul with fp32 accumulation, a bf16 C computed in f32 and rounded once at the end (as
-// oneDNN rounds it): the same contract as the bf16 matmul. The f32 copies live in one area for the
-// process, grown to the largest GEMM on its first call (a training step's first call of each
-// shape), so later calls allocate nothing; calls from several threads take turns.
+// The onednn_f32 engine (gemm_cpu.cpp): bf16 A and B widened to f32 (exact) into mm.staging,
+// oneDNN's f32 matmul with fp32 accumulation, a bf16 C computed in f32 there and rounded once at
+// the end (as oneDNN rounds it): the same contract as the bf16 matmul.
 void onednn_gemm_widened(const Matmul& mm);
 
 }  // namespace octet::kernels::cpu

@@ -61,26 +61,33 @@ bool per_tensor(const GemmOptions& o) {
          o.b_grid.block_cols == 0;
 }
 
-// The layout of the workspace: [slack][A'][B'][acc f32][partial f32], A' and B' the widened
-// operands (matmul_operand_dtype: bf16 or f32).
+// The layout of the workspace: [slack][A'][B'][acc f32][partial f32][staging], A' and B' the
+// widened operands (matmul_operand_dtype: bf16 or f32), staging the engine's f32 C for a bf16 C
+// of the per-tensor GEMM (matmul_staging_floats; 0 but on onednn-f32).
 struct Layout {
   int64_t slice;  // K columns widened at a time
-  size_t a_bytes, b_bytes, acc_bytes, partial_bytes;
-  size_t total() const { return kAlign + a_bytes + b_bytes + acc_bytes + partial_bytes; }
+  size_t a_bytes, b_bytes, acc_bytes, partial_bytes, staging_bytes;
+  size_t total() const {
+    return kAlign + a_bytes + b_bytes + acc_bytes + partial_bytes + staging_bytes;
+  }
 };
 
-Layout layout(GemmDims d, const GemmOptions& o) {
+Layout layout(GemmDims d, const GemmOptions& o, DType c_dtype) {
   const bool split = o.a_grid.block_cols > 0;
   // At least 1 so that K = 0 (C = beta * C) needs no special case.
   const int64_t slice =
       std::max<int64_t>(1, split ? std::min<int64_t>(o.a_grid.block_cols, d.k) : d.k);
   const bool tensor = per_tensor(o);
   const int64_t slices = (d.k + slice - 1) / slice;
-  const size_t element = dtype_size(matmul_operand_dtype());
-  return {slice, align_up(static_cast<size_t>(d.m * slice) * element),
+  const DType wide = matmul_operand_dtype();
+  const size_t element = dtype_size(wide);
+  const int64_t staging = tensor ? matmul_staging_floats(wide, c_dtype, d.m, d.n, d.k) : 0;
+  return {slice,
+          align_up(static_cast<size_t>(d.m * slice) * element),
           align_up(static_cast<size_t>(d.n * slice) * element),
           tensor ? 0 : align_up(static_cast<size_t>(d.m * d.n) * 4),
-          slices > 1 ? align_up(static_cast<size_t>(d.m * d.n) * 4) : 0};
+          slices > 1 ? align_up(static_cast<size_t>(d.m * d.n) * 4) : 0,
+          align_up(static_cast<size_t>(staging) * 4)};
 }
 
 constexpr int kPathUnset = -1;
@@ -105,24 +112,27 @@ void set_fp8_gemm_path(Fp8GemmPath path) {
   g_path.store(static_cast<int>(path), std::memory_order_relaxed);
 }
 
-size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o) {
+size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // Either path may run (the fused one declines scales out of its range): room for both.
-  if (per_tensor(o)) return layout(d, o).total();
-  return std::max(layout(d, o).total(), fp8_gemm_fused_workspace_bytes(d, o));
+  if (per_tensor(o)) return layout(d, o, c_dtype).total();
+  return std::max(layout(d, o, c_dtype).total(), fp8_gemm_fused_workspace_bytes(d, o, c_dtype));
 }
 
 void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& o, GemmDims d) {
-  const Layout l = layout(d, o);
+  const Layout l = layout(d, o, c.dtype);
   const size_t have = o.workspace.empty() ? 0 : o.workspace.nbytes();
-  const size_t need = fp8_gemm_workspace_bytes(d, o);
+  const size_t need = fp8_gemm_workspace_bytes(d, o, c.dtype);
   OCTET_CHECK(have >= need, "gemm", "FP8 on the CPU needs a workspace of ", need, " bytes (got ",
-              have, "); size it with gemm_workspace_bytes");
+              have, ") on the ", gemm_impl_name(gemm_impl()),
+              " engine; size it with gemm_workspace_bytes after choosing the engine");
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
   const DType wide = matmul_operand_dtype();
   void* a_wide = base;
   void* b_wide = base + l.a_bytes;
   auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
   auto* partial = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes);
+  auto* staging =
+      reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.partial_bytes);
   const Scales sa = scales_of(o.a_scale_inv, o.a_grid, d.k);
   const Scales sb = scales_of(o.b_scale_inv, o.b_grid, d.k);
   const auto* a8 = a.as<const uint8_t>();
@@ -134,7 +144,7 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
     widen_fp8(b8, b.dtype, d.n, d.k, 0, d.k, wide, b_wide);
     const float scale = sa.at(0, 0) * sb.at(0, 0);
     run_matmul({a_wide, b_wide, c.data, wide, c.dtype, d.m, d.n, d.k, false, true, o.alpha * scale,
-                o.beta});
+                o.beta, l.staging_bytes > 0 ? staging : nullptr});
     return;
   }
 

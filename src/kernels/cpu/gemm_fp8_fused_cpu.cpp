@@ -191,7 +191,8 @@ const float* decode_table(DType fp8) {
     widen_bf16_loop(in + b0, out + b0, std::min(block, n - b0), table, scales[b], true);
 }
 
-// The same into f32 (exact for the powers of two in range the folded way takes).
+// The same into f32: exact for the powers of two in range the folded way takes, one rounding per
+// value for the other scales (scaled_f32).
 [[gnu::always_inline]] inline void widen_f32_blocks_loop(const uint8_t* __restrict in,
                                                          float* __restrict out, int64_t n,
                                                          int64_t block,
@@ -622,19 +623,27 @@ bool splits_k(const OperandScales& s, int64_t k) {
 
 // The workspace: [slack][A' (bf16 or f32)][B'][acc f32 M x N][row scales M][column scales N].
 struct FusedLayout {
-  size_t a_bytes, b_bytes, acc_bytes, rows_bytes, cols_bytes;
-  size_t total() const { return kAlign + a_bytes + b_bytes + acc_bytes + rows_bytes + cols_bytes; }
+  size_t a_bytes, b_bytes, acc_bytes, rows_bytes, cols_bytes, staging_bytes;
+  size_t total() const {
+    return kAlign + a_bytes + b_bytes + acc_bytes + rows_bytes + cols_bytes + staging_bytes;
+  }
 };
 
-FusedLayout fused_layout(GemmDims d, const GemmOptions& o) {
+FusedLayout fused_layout(GemmDims d, const GemmOptions& o, DType c_dtype) {
   const bool split = (o.a_grid.block_cols != 0 && o.a_grid.block_cols < d.k) ||
                      (o.b_grid.block_cols != 0 && o.b_grid.block_cols < d.k);
   // f32 operands where K is split, or where the engine multiplies f32.
-  const size_t element = split || matmul_operand_dtype() == DType::f32 ? 4 : 2;
+  const DType wide = matmul_operand_dtype();
+  const size_t element = split || wide == DType::f32 ? 4 : 2;
   const auto mn = static_cast<size_t>(d.m * d.n);
+  // The folded way's GEMM writes C: the engine's f32 C where it is bf16 on onednn-f32.
+  const int64_t staging = matmul_staging_floats(wide, c_dtype, d.m, d.n, d.k);
   return {align_up(static_cast<size_t>(d.m * d.k) * element),
-          align_up(static_cast<size_t>(d.n * d.k) * element), align_up(mn * 4),
-          align_up(static_cast<size_t>(d.m) * 4), align_up(static_cast<size_t>(d.n) * 4)};
+          align_up(static_cast<size_t>(d.n * d.k) * element),
+          align_up(mn * 4),
+          align_up(static_cast<size_t>(d.m) * 4),
+          align_up(static_cast<size_t>(d.n) * 4),
+          align_up(static_cast<size_t>(staging) * 4)};
 }
 
 // Whether every scale is finite and positive (E8M0: not its NaN, 0xFF).
@@ -703,11 +712,11 @@ Fp8ToF32 fp8_to_f32(DType dtype) {
   return {pick_loops().widen_f32, decode_table(dtype), dtype == DType::e4m3};
 }
 
-size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o) {
+size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // The block micro-kernel's too, where the grids allow it (whether it runs is decided per call).
   const int64_t slice = block_slice(d, o);
   const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
-  return std::max(fused_layout(d, o).total(), block);
+  return std::max(fused_layout(d, o, c_dtype).total(), block);
 }
 
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& o,
@@ -717,7 +726,7 @@ Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOpt
   if (d.k == 0) return Fp8FusedKind::none;  // C = beta C: the reference path has it
   const ScaleRange ra = range_of(sa, a.dtype), rb = range_of(sb, b.dtype);
   if (!ra.in_range || !rb.in_range) return Fp8FusedKind::none;
-  if (ra.pow2 && rb.pow2) return Fp8FusedKind::folded_bf16;
+  if (ra.pow2 && rb.pow2) return Fp8FusedKind::folded;
   if (splits_k(sa, d.k) || splits_k(sb, d.k)) return Fp8FusedKind::scaled_f32;
   return Fp8FusedKind::row_epilogue;
 }
@@ -739,7 +748,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     return true;
   }
 
-  const FusedLayout l = fused_layout(d, o);
+  const FusedLayout l = fused_layout(d, o, c.dtype);
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data)));
   const Loops& loops = pick_loops();
   const auto* a8 = a.as<const uint8_t>();
@@ -759,11 +768,13 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
             reinterpret_cast<uint16_t*>(base + l.a_bytes));
     }
   };
-  if (kind == Fp8FusedKind::folded_bf16) {
+  if (kind == Fp8FusedKind::folded) {
     // Every scale folds exactly into the bf16 (or f32) operands: C = alpha A' B'ᵀ + beta C.
     widen_both(true);
+    auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes +
+                                             l.rows_bytes + l.cols_bytes);
     run_matmul({base, base + l.a_bytes, c.data, wide, c.dtype, d.m, d.n, d.k, false, true, o.alpha,
-                o.beta});
+                o.beta, l.staging_bytes > 0 ? staging : nullptr});
     return true;
   }
   if (kind == Fp8FusedKind::scaled_f32) {
@@ -783,8 +794,9 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
           {a32, b32, c.data, DType::f32, DType::f32, d.m, d.n, d.k, false, true, o.alpha, o.beta});
       return true;
     }
-    // f32 operands give an f32 C: a bf16 C takes alpha A' B'ᵀ in f32, then the epilogue with
-    // unit scales (exact multiplications) adds beta C and rounds once to bf16.
+    // oneDNN's own engine gives only an f32 C from f32 operands: a bf16 C takes alpha A' B'ᵀ in
+    // f32, then the epilogue with unit scales (exact multiplications) adds beta C and rounds
+    // once to bf16.
     auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
     auto* ones =
         reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.rows_bytes);

@@ -147,10 +147,11 @@ void onednn_gemm(const Matmul& mm) {
                 static_cast<int>(status));
     stream.wait();
   } catch (const dnnl::error& err) {
-    OCTET_FAIL("gemm", "oneDNN refused the ", mm.m, "x", mm.n, "x", mm.k, " ",
-               dtype_name(mm.ab_dtype), " matmul: ", err.what(),
-               "; OCTET_CPU_GEMM=onednn-f32 multiplies bf16 as f32, OCTET_CPU_GEMM=reference "
-               "uses the portable engine");
+    OCTET_FAIL(
+        "gemm", "oneDNN refused the ", mm.m, "x", mm.n, "x", mm.k, " ", dtype_name(mm.ab_dtype),
+        " matmul: ", err.what(), "; ",
+        mm.ab_dtype == DType::bf16 ? "OCTET_CPU_GEMM=onednn-f32 multiplies bf16 as f32, " : "",
+        "OCTET_CPU_GEMM=reference uses the portable engine");
   }
 }
 

@@ -48,11 +48,6 @@ constexpr int64_t kTransposeRows = 512;
 // Blocks of one row narrower than this are encoded in runs of several blocks.
 constexpr int64_t kNarrowBlock = 256;
 
-// The hand-written vector code an instruction-set variant uses: none (the compiler's
-// vectorisation of the scalar encoder), AVX2's encoder (fp8_encode_avx2.h), or AVX-512's
-// encoder and its tile, MX-row and block-scale kernels.
-enum class Vec : uint8_t { none, avx2, avx512 };
-
 // What the inner loops need to know, fixed for one quantize call.
 struct Job {
   bool bf16;      // input bf16, else f32
@@ -153,18 +148,20 @@ template <class In>
   return scale[i];
 }
 
-// kVec: the avx512 or avx2 variant's hand-written encoder (kernels/cpu/fp8_encode_avx512.h,
-// fp8_encode_avx2.h), the same bits and counts.
-template <class In, bool kE4M3, bool kCount, Vec kVec, class Scale>
+// kIsa: the instruction-set variant (isa.h). avx512 and avx2 use their hand-written encoders
+// (kernels/cpu/fp8_encode_avx512.h, fp8_encode_avx2.h), the same bits and counts; the baseline
+// the compiler's vectorisation of the scalar encoder; avx512 also its own tile, MX-row and
+// block-scale kernels.
+template <class In, bool kE4M3, bool kCount, Isa kIsa, class Scale>
 [[gnu::always_inline]] inline void encode_loop(const In* __restrict x, uint8_t* __restrict out,
                                                int64_t n, Scale scale, bool saturate, Stats& st) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if constexpr (kVec == Vec::avx512) {
+  if constexpr (kIsa == Isa::avx512) {
     avx512::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, st.amax_bits, st.saturated,
                                           st.flushed);
     return;
   }
-  if constexpr (kVec == Vec::avx2) {
+  if constexpr (kIsa == Isa::avx2) {
     avx2::encode_run<In, kE4M3, kCount>(x, out, n, scale, saturate, st.amax_bits, st.saturated,
                                         st.flushed);
     return;
@@ -200,7 +197,7 @@ template <class In, bool kE4M3, bool kCount, Vec kVec, class Scale>
 
 struct AmaxSpan {
   static constexpr bool kFormat = false, kCount = false;
-  template <class In, bool, bool, Vec>
+  template <class In, bool, bool, Isa>
   [[gnu::always_inline]] static uint32_t run(const Job&, const void* x, int64_t n) {
     return amax_loop(static_cast<const In*>(x), n);
   }
@@ -208,23 +205,23 @@ struct AmaxSpan {
 
 struct EncodeSpan {
   static constexpr bool kFormat = true, kCount = true;
-  template <class In, bool kE4M3, bool kCount, Vec kVec>
+  template <class In, bool kE4M3, bool kCount, Isa kIsa>
   [[gnu::always_inline]] static void run(const Job& j, const void* x, uint8_t* out, int64_t n,
                                          float scale, Stats* st) {
-    encode_loop<In, kE4M3, kCount, kVec>(static_cast<const In*>(x), out, n, scale, j.saturate, *st);
+    encode_loop<In, kE4M3, kCount, kIsa>(static_cast<const In*>(x), out, n, scale, j.saturate, *st);
   }
 };
 
 // One band of h rows sharing the scale row `scale_inv` (one entry per bc columns).
 struct Band {
   static constexpr bool kFormat = true, kCount = true;
-  template <class In, bool kE4M3, bool kCount, Vec kVec>
+  template <class In, bool kE4M3, bool kCount, Isa kIsa>
   [[gnu::always_inline]] static void run(const Job& j, const void* xv, int64_t h, int64_t cols,
                                          int64_t bc, uint8_t* out, void* scale_inv, Stats* st) {
     const In* x = static_cast<const In*>(xv);
     const int64_t nb = (cols + bc - 1) / bc;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if constexpr (kVec == Vec::avx512) {
+    if constexpr (kIsa == Isa::avx512) {
       if (h == 1 && bc == 32 && j.e8m0) {  // MX: kernels/cpu/mx_blocks_avx512.h
         avx512::mx_row<In, kE4M3, kCount>(x, cols, out, static_cast<uint8_t*>(scale_inv), j.fp8_max,
                                           j.saturate, st->amax_bits, st->saturated, st->flushed);
@@ -248,7 +245,7 @@ struct Band {
           const float scale = block_scale(j, m, scale_inv, (c0 + b0) / bc);
           for (int64_t i = 0; i < w; ++i) mult[b0 + i] = scale;
         }
-        encode_loop<In, kE4M3, kCount, kVec>(x + c0, out + c0, n, static_cast<const float*>(mult),
+        encode_loop<In, kE4M3, kCount, kIsa>(x + c0, out + c0, n, static_cast<const float*>(mult),
                                              j.saturate, *st);
       }
       return;
@@ -261,7 +258,7 @@ struct Band {
         const uint32_t m = amax_loop(x + c0, w);
         st->amax_bits = std::max(st->amax_bits, m);
         const float scale = block_scale(j, m, scale_inv, b);
-        encode_loop<In, kE4M3, kCount, kVec>(x + c0, out + c0, w, scale, j.saturate, *st);
+        encode_loop<In, kE4M3, kCount, kIsa>(x + c0, out + c0, w, scale, j.saturate, *st);
       }
       return;
     }
@@ -297,7 +294,7 @@ struct Band {
       alignas(64) float mult[kRun];
       for (int64_t i = 0; i < n; ++i) mult[i] = s[(c0 + i) / bc];
       for (int64_t r = 0; r < h; ++r) {
-        encode_loop<In, kE4M3, kCount, kVec>(x + r * cols + c0, out + r * cols + c0, n,
+        encode_loop<In, kE4M3, kCount, kIsa>(x + r * cols + c0, out + r * cols + c0, n,
                                              static_cast<const float*>(mult), j.saturate, *st);
       }
     }
@@ -322,7 +319,7 @@ struct Band {
 constexpr int64_t kMaxBands = 8;
 struct Transposed {
   static constexpr bool kFormat = true, kCount = false;
-  template <class In, bool kE4M3, bool, Vec kVec>
+  template <class In, bool kE4M3, bool, Isa kIsa>
   [[gnu::always_inline]] static void run(const Job& j, const TransposedTask& t) {
     const In* x = static_cast<const In*>(t.x);
     const int64_t nbands = (t.h + t.block_h - 1) / t.block_h;
@@ -362,8 +359,8 @@ struct Transposed {
     for (int64_t band = 0; band < nbands; ++band) {
       const int64_t first = t.c0 / t.block_w * t.scale_cols + t.band + band;  // of block 0
 #if defined(__x86_64__) && defined(__GNUC__)
-      if constexpr (kVec ==
-                    Vec::avx512) {  // kernels/cpu/block_scales_avx512.h, 16 blocks at a time
+      if constexpr (kIsa ==
+                    Isa::avx512) {  // kernels/cpu/block_scales_avx512.h, 16 blocks at a time
         alignas(64) uint32_t inv[kTile];
         avx512::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band], inv);
         for (int64_t b = 0; b < nb; ++b) {
@@ -397,16 +394,16 @@ struct Transposed {
         const int64_t th = std::min(kTile, t.h - r1);
         alignas(64) uint8_t tile[kTile * kTile];
         // No stray bytes in the 8 x 8 blocks (the avx512 transpose reads only th x sw).
-        if (kVec != Vec::avx512 && (th < kTile || sw < kTile)) std::memset(tile, 0, sizeof(tile));
+        if (kIsa != Isa::avx512 && (th < kTile || sw < kTile)) std::memset(tile, 0, sizeof(tile));
         const In* tile_x = x + (t.r0 + r1) * t.cols + t.c0 + s0;
         auto row_scale = [&](int64_t r) -> const float* {
           return col_scale[(r1 + r) / t.block_h % kMaxBands];
         };
 #if defined(__x86_64__) && defined(__GNUC__)
-        if constexpr (kVec == Vec::avx512) {
+        if constexpr (kIsa == Isa::avx512) {
           avx512::encode_tile<In, kE4M3>(tile_x, t.cols, tile, kTile, th, sw, row_scale, j.saturate,
                                          task_max);
-        } else if constexpr (kVec == Vec::avx2) {
+        } else if constexpr (kIsa == Isa::avx2) {
           uint64_t unused = 0;
           for (int64_t r = 0; r < th; ++r) {
             avx2::encode_run<In, kE4M3, false>(tile_x + r * t.cols, tile + r * kTile, sw,
@@ -426,7 +423,7 @@ struct Transposed {
         }
         uint8_t* tile_out = t.data_t + (t.c0 + s0) * t.rows + t.r0 + r1;
 #if defined(__x86_64__) && defined(__GNUC__)
-        if constexpr (kVec == Vec::avx512) {
+        if constexpr (kIsa == Isa::avx512) {
           // Only the th x sw bytes encoded above are read.
           avx512::transpose_tile64(tile, kTile, th, sw, tile_out, t.rows);
           continue;
@@ -444,26 +441,26 @@ struct Transposed {
 
 // Picks K::run<In, kE4M3, kCount> from the job, one branch per flag; everything
 // is inlined into the instruction-set variant that calls it.
-template <class K, Vec kVec, class In, bool kE4M3, class... Args>
+template <class K, Isa kIsa, class In, bool kE4M3, class... Args>
 [[gnu::always_inline]] inline auto dispatch_count(const Job& j, Args... args) {
   if constexpr (K::kCount) {
-    if (j.count) return K::template run<In, kE4M3, true, kVec>(j, args...);
+    if (j.count) return K::template run<In, kE4M3, true, kIsa>(j, args...);
   }
-  return K::template run<In, kE4M3, false, kVec>(j, args...);
+  return K::template run<In, kE4M3, false, kIsa>(j, args...);
 }
-template <class K, Vec kVec, class In, class... Args>
+template <class K, Isa kIsa, class In, class... Args>
 [[gnu::always_inline]] inline auto dispatch_format(const Job& j, Args... args) {
   if constexpr (K::kFormat) {
-    if (j.e4m3) return dispatch_count<K, kVec, In, true>(j, args...);
-    return dispatch_count<K, kVec, In, false>(j, args...);
+    if (j.e4m3) return dispatch_count<K, kIsa, In, true>(j, args...);
+    return dispatch_count<K, kIsa, In, false>(j, args...);
   } else {
-    return K::template run<In, false, false, kVec>(j, args...);
+    return K::template run<In, false, false, kIsa>(j, args...);
   }
 }
-template <class K, Vec kVec, class... Args>
+template <class K, Isa kIsa, class... Args>
 [[gnu::always_inline]] inline auto dispatch(const Job& j, Args... args) {
-  if (j.bf16) return dispatch_format<K, kVec, uint16_t>(j, args...);
-  return dispatch_format<K, kVec, float>(j, args...);
+  if (j.bf16) return dispatch_format<K, kIsa, uint16_t>(j, args...);
+  return dispatch_format<K, kIsa, float>(j, args...);
 }
 
 // ---- instruction-set variants ------------------------------------------------
@@ -497,11 +494,11 @@ struct Kernels {
   [[maybe_unused]] constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name,   \
                                                         transposed_##name};
 
-OCTET_QUANTIZE_VARIANT(baseline, Vec::none, )
+OCTET_QUANTIZE_VARIANT(baseline, Isa::baseline, )
 #if defined(__x86_64__) && defined(__GNUC__)
-OCTET_QUANTIZE_VARIANT(avx2, Vec::avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
+OCTET_QUANTIZE_VARIANT(avx2, Isa::avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
 OCTET_QUANTIZE_VARIANT(
-    avx512_base, Vec::avx512,
+    avx512_base, Isa::avx512,
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
 // Rows [r0, r0 + h) x columns [c0, c0 + w) of bf16 x (h <= kTransposeRows, w <= 32, r0 a
 // multiple of the block): transposed in 32 x 32 word tiles into a 32 KiB buffer whose rows,
