@@ -1,6 +1,5 @@
 # The two commands of README.md and their helpers. Each target does its own set-up.
 BUILD ?= build
-SANITIZE_BUILD ?= build-sanitize
 CUDASIM_BUILD ?= build-cudasim
 CUDASIM_TSAN_BUILD ?= build-cudasim-tsan
 FUZZ_BUILD ?= build-fuzz
@@ -11,7 +10,7 @@ BENCH_VENV ?= .bench-venv
 BENCH_SEQS ?= 256
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build test test-sanitize test-cudasim test-cudasim-tsan fuzz fuzz-check demo bench bench-step format clean
+.PHONY: all setup build test sanitize-build test-sanitize test-cudasim test-cudasim-tsan fuzz fuzz-check demo bench bench-step format clean
 
 all: build
 
@@ -26,17 +25,19 @@ build: setup
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-# The CPU tests under AddressSanitizer and UndefinedBehaviorSanitizer, in their own folder.
-test-sanitize: setup
-	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTET_SANITIZE=ON -DOCTET_CUDA=OFF
-	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
-	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L cpu --timeout 1800
-
-# The CUDA kernels and their GPU tests on the emulated device (cudasim/, no GPU needed), under
-# AddressSanitizer and UndefinedBehaviorSanitizer: docs/cuda-without-gpu.md.
-test-cudasim: setup
+# One build under AddressSanitizer and UndefinedBehaviorSanitizer with the CUDA kernels compiled
+# for the emulated device (cudasim/, no GPU needed: docs/cuda-without-gpu.md), in build-cudasim/.
+# test-sanitize runs every test there: the CPU tests and the GPU tests on the emulated device.
+# (One build, not one per half: CI's time is mostly sanitizer builds, docs/perf/build.md.)
+sanitize-build: setup
 	cmake -S . -B $(CUDASIM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOCTET_CUDASIM=ON -DOCTET_SANITIZE=ON
 	cmake --build $(CUDASIM_BUILD) -j $(JOBS)
+
+test-sanitize: sanitize-build
+	cd $(CUDASIM_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) --timeout 1800
+
+# The GPU tests alone, on the emulated device, in the same build.
+test-cudasim: sanitize-build
 	cd $(CUDASIM_BUILD) && ctest --output-on-failure -j $(JOBS) -L gpu --timeout 1800
 
 # The same kernel tests under ThreadSanitizer: a data race between two emulated threads of a
@@ -51,7 +52,7 @@ test-cudasim-tsan: setup
 fuzz: setup
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DOCTET_FUZZ=ON -DOCTET_SANITIZE=ON -DOCTET_CUDA=OFF -DOCTET_TESTS=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_harnesses
 	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # CI's regression check: each harness briefly, from the seeds and what earlier runs found.
@@ -81,4 +82,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(CUDASIM_BUILD) $(CUDASIM_TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(CUDASIM_BUILD) $(CUDASIM_TSAN_BUILD) $(FUZZ_BUILD)
