@@ -25,7 +25,9 @@
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/block_scales_avx2.h"
 #include "kernels/cpu/block_scales_avx512.h"
+#include "kernels/cpu/byte_transpose_avx2.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/fp8_encode_avx2.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
@@ -124,6 +126,17 @@ template <bool kE4M3>
   const float scale = scale_from_amax(amax_value(amax_bits), j.fp8_max, 0, j.pow2);
   static_cast<float*>(scale_inv)[index] = 1.0f / scale;
   return scale;
+}
+
+// Stores what the vector block scales (block_scales_avx2.h, block_scales_avx512.h) give for one
+// block: the E8M0 code, or the bits of the f32 1 / scale.
+[[gnu::always_inline]] inline void store_scale_inv(const Job& j, void* scale_inv, int64_t index,
+                                                   uint32_t inv) {
+  if (j.e8m0) {
+    static_cast<uint8_t*>(scale_inv)[index] = static_cast<uint8_t>(inv);
+  } else {
+    static_cast<uint32_t*>(scale_inv)[index] = inv;
+  }
 }
 
 // ---- the loops ---------------------------------------------------------------
@@ -238,6 +251,27 @@ struct Band {
       const int64_t run = kRun / bc * bc;
       for (int64_t c0 = 0; c0 < cols; c0 += run) {
         const int64_t n = std::min(run, cols - c0);
+#if defined(__x86_64__) && defined(__GNUC__)
+        if constexpr (kIsa == Isa::avx2) {
+          // The run's block amaxes, then their scales 8 blocks at a time (block_scales_avx2.h).
+          const int64_t nb_run = (n + bc - 1) / bc;
+          alignas(32) uint32_t amax[kRun], inv[kRun];
+          alignas(32) float block_mult[kRun];
+          for (int64_t b = 0; b < nb_run; ++b) {
+            amax[b] = amax_loop(x + c0 + b * bc, std::min(bc, n - b * bc));
+            st->amax_bits = std::max(st->amax_bits, amax[b]);
+          }
+          avx2::block_scales(amax, nb_run, j.e8m0, j.fp8_max, j.pow2, block_mult, inv);
+          for (int64_t b = 0; b < nb_run; ++b) {
+            store_scale_inv(j, scale_inv, c0 / bc + b, inv[b]);
+            const int64_t w = std::min(bc, n - b * bc);
+            for (int64_t i = 0; i < w; ++i) mult[b * bc + i] = block_mult[b];
+          }
+          encode_loop<In, kE4M3, kCount, kIsa>(x + c0, out + c0, n, static_cast<const float*>(mult),
+                                               j.saturate, *st);
+          continue;
+        }
+#endif
         for (int64_t b0 = 0; b0 < n; b0 += bc) {
           const int64_t w = std::min(bc, n - b0);
           const uint32_t m = amax_loop(x + c0 + b0, w);
@@ -359,18 +393,17 @@ struct Transposed {
     for (int64_t band = 0; band < nbands; ++band) {
       const int64_t first = t.c0 / t.block_w * t.scale_cols + t.band + band;  // of block 0
 #if defined(__x86_64__) && defined(__GNUC__)
-      if constexpr (kIsa ==
-                    Isa::avx512) {  // kernels/cpu/block_scales_avx512.h, 16 blocks at a time
+      // kernels/cpu/block_scales_avx512.h, 16 blocks at a time; block_scales_avx2.h, 8.
+      if constexpr (kIsa == Isa::avx512 || kIsa == Isa::avx2) {
         alignas(64) uint32_t inv[kTile];
-        avx512::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band], inv);
-        for (int64_t b = 0; b < nb; ++b) {
-          const int64_t index = first + b * t.scale_cols;
-          if (j.e8m0) {
-            static_cast<uint8_t*>(t.scale_inv_t)[index] = static_cast<uint8_t>(inv[b]);
-          } else {
-            static_cast<uint32_t*>(t.scale_inv_t)[index] = inv[b];
-          }
+        if constexpr (kIsa == Isa::avx512) {
+          avx512::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band],
+                               inv);
+        } else {
+          avx2::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band], inv);
         }
+        for (int64_t b = 0; b < nb; ++b)
+          store_scale_inv(j, t.scale_inv_t, first + b * t.scale_cols, inv[b]);
         continue;
       }
 #endif
@@ -430,9 +463,21 @@ struct Transposed {
         }
 #endif
         alignas(64) uint8_t tile_t[kTile * kTile];
-        transpose_tile(tile, tile_t);
-        for (int64_t c = 0; c < sw; ++c) {
-          std::memcpy(tile_out + c * t.rows, tile_t + c * kTile, static_cast<size_t>(th));
+#if defined(__x86_64__) && defined(__GNUC__)
+        if constexpr (kIsa == Isa::avx2) {
+          avx2::transpose64_into(tile, kTile, tile_t);  // kernels/cpu/byte_transpose_avx2.h
+        } else
+#endif
+        {
+          transpose_tile(tile, tile_t);
+        }
+        if (th == kTile) {  // whole rows of the tile: a copy of a size the compiler knows
+          for (int64_t c = 0; c < sw; ++c)
+            std::memcpy(tile_out + c * t.rows, tile_t + c * kTile, kTile);
+        } else {
+          for (int64_t c = 0; c < sw; ++c) {
+            std::memcpy(tile_out + c * t.rows, tile_t + c * kTile, static_cast<size_t>(th));
+          }
         }
       }
     }
@@ -589,13 +634,14 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
 }
 
 // How many rows of 1 x block_cols blocks to quantize as one: where the blocks tile each
-// row exactly, the blocks of consecutive rows follow each other in memory and so do their
-// scales, so m rows are one row m times as long (up to kFlatRow values; m divides rows).
-// Short rows then keep the vector loops full: MX's loop takes sixteen blocks at a time, of
-// which a row of 64 values fills two, and a row of 1376 leaves a group of three blocks.
+// row exactly (per-row scales too: one block per row), the blocks of consecutive rows follow
+// each other in memory and so do their scales, so m rows are one row m times as long (up to
+// kFlatRow values; m divides rows). Short rows then keep the vector loops full: MX's loop
+// takes sixteen blocks at a time, of which a row of 64 values fills two, and a row of 1376
+// leaves a group of three blocks; rows of 64 with their own scales took one call each.
 constexpr int64_t kFlatRow = 4096;
 int64_t rows_per_flat_row(int64_t rows, int64_t cols, int64_t block_rows, int64_t block_cols) {
-  if (block_rows != 1 || block_cols >= cols || cols % block_cols != 0) return 1;
+  if (block_rows != 1 || cols % block_cols != 0) return 1;
   int64_t m = std::max<int64_t>(kFlatRow / cols, 1);
   while (rows % m != 0) --m;
   return m;

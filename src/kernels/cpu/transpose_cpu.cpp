@@ -7,6 +7,7 @@
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/byte_transpose_avx2.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
 #endif
 #include "kernels/cpu/isa.h"
@@ -85,14 +86,19 @@ void transpose_typed(const void* src, void* dst, int64_t rows, int64_t cols) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// Bytes where AVX-512 is usable: each tile straight from src to dst in registers
-// (kernels/cpu/byte_transpose_avx512.h), no tile buffer.
-void transpose_u8_avx512(const void* src, void* dst, int64_t rows, int64_t cols) {
+// Bytes where AVX2 or AVX-512 is usable: each tile by 16 x 16 unpack rounds in registers
+// (kernels/cpu/byte_transpose_avx2.h, byte_transpose_avx512.h).
+template <Isa kIsa>
+void transpose_u8_vector(const void* src, void* dst, int64_t rows, int64_t cols) {
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   for_each_tile(rows, cols, [&](int64_t r0, int64_t c0) {
-    avx512::transpose_tile64(s + r0 * cols + c0, cols, std::min(kTile, rows - r0),
-                             std::min(kTile, cols - c0), d + c0 * rows + r0, rows);
+    const int64_t h = std::min(kTile, rows - r0), w = std::min(kTile, cols - c0);
+    if constexpr (kIsa == Isa::avx512) {
+      avx512::transpose_tile64(s + r0 * cols + c0, cols, h, w, d + c0 * rows + r0, rows);
+    } else {
+      avx2::transpose_tile64(s + r0 * cols + c0, cols, h, w, d + c0 * rows + r0, rows);
+    }
   });
 }
 #endif
@@ -116,8 +122,10 @@ void transpose(const Tensor& src, const Tensor& dst) {
   switch (dtype_size(src.dtype)) {
     case 1:
 #if defined(__x86_64__) && defined(__GNUC__)
-      if (usable_isa("transpose") == Isa::avx512) {
-        return transpose_u8_avx512(src.data, dst.data, rows, cols);
+      if (const Isa isa = usable_isa("transpose"); isa == Isa::avx512) {
+        return transpose_u8_vector<Isa::avx512>(src.data, dst.data, rows, cols);
+      } else if (isa == Isa::avx2) {
+        return transpose_u8_vector<Isa::avx2>(src.data, dst.data, rows, cols);
       }
 #endif
       return transpose_typed<uint8_t>(src.data, dst.data, rows, cols);

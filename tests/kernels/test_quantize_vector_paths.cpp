@@ -1,11 +1,12 @@
-// tests/kernels/test_quantize_avx512_paths.cpp: the AVX-512-only paths of the CPU quantize
-// (kernels/cpu/byte_transpose_avx512.h's tile transpose, block_scales_avx512.h's vector
-// scales, mx_blocks_avx512.h's MX rows) against the paths they replace, byte for byte: the
-// tile transpose against a plain loop on every tile size (and MX's word transpose), the scales
-// against the scalar code on every amax class, and quantize() under OCTET_CPU_ISA=avx512 against
-// the avx2 variant (the scalar blocks, the 8 x 8 transposes) on every grid, both formats and
-// inputs, ragged shapes, with zeros, ±Inf, NaNs, FP8 subnormals and values past the format's max in
-// the input.
+// tests/kernels/test_quantize_vector_paths.cpp: the hand-vectorised paths of the CPU quantize
+// against the paths they replace, byte for byte. AVX2 (kernels/cpu/byte_transpose_avx2.h's tile
+// transpose, block_scales_avx2.h's vector scales) and AVX-512 (byte_transpose_avx512.h,
+// block_scales_avx512.h, mx_blocks_avx512.h's MX rows): the tile transposes against a plain loop
+// on every tile size (and MX's word transpose), the scales against the scalar code on every amax
+// class, and quantize() under each OCTET_CPU_ISA level against the level below it (avx2 against
+// the baseline's scalar blocks and 8 x 8 transposes, avx512 against avx2) on every grid, both
+// formats and inputs, ragged shapes, with zeros, ±Inf, NaNs, FP8 subnormals and values past the
+// format's max in the input. Each level is skipped on a CPU without it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +23,9 @@
 #include "kernels/quantize_testing.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/block_scales_avx2.h"
 #include "kernels/cpu/block_scales_avx512.h"
+#include "kernels/cpu/byte_transpose_avx2.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/mx_blocks_avx512.h"
 
@@ -35,6 +38,9 @@ using testing::QuantizeRun;
 
 bool has_avx512() {
   return kernels::cpu::hardware_isa() == Isa::avx512;
+}
+bool has_avx2() {
+  return kernels::cpu::hardware_isa() >= Isa::avx2;
 }
 
 // Every h x w block (1..n each) of a random matrix with an odd stride, transposed by
@@ -77,6 +83,15 @@ TEST(ByteTransposeAvx512, EveryTileSizeMatchesAPlainLoop) {
       });
 }
 
+TEST(ByteTransposeAvx2, EveryTileSizeMatchesAPlainLoop) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  expect_transposes_on_every_size<uint8_t>(
+      64, 77, 70, false,
+      [](const uint8_t* src, int64_t ld, int64_t h, int64_t w, uint8_t* dst, int64_t ldo) {
+        kernels::cpu::avx2::transpose_tile64(src, ld, h, w, dst, ldo);
+      });
+}
+
 // MX's word transpose (the transposed copy's rows of xᵀ): rows past h read as zero, so each
 // written row of dst holds 32 defined words.
 TEST(MxBlocksAvx512, WordTransposeMatchesAPlainLoopOnEverySize) {
@@ -103,20 +118,21 @@ std::vector<uint32_t> amax_patterns() {
   return m;
 }
 
-// e8m0_from_amax_bits and e8m0_multiplier against kernels/quantize.h's scalar code and the
+// The vector E8M0 codes and multipliers (e8m0_lanes(amax bits, fp8_max, codes, mult) and
+// e8m0_multipliers(codes, mult) of kLanes lanes) against kernels/quantize.h's scalar code and the
 // multiplier's definition, 2^(127 - e) exactly, for both formats' maxima.
-TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+template <int kLanes, class Lanes, class Multipliers>
+void expect_e8m0_matches_the_scalar(Lanes lanes, Multipliers multipliers) {
   std::vector<uint32_t> amax = amax_patterns();
-  while (amax.size() % 16 != 0) amax.push_back(0);
+  while (amax.size() % kLanes != 0) amax.push_back(0);
   for (DType fp8 : {DType::e4m3, DType::e5m2}) {
     const float fp8_max = static_cast<float>(dtype_info(fp8).max_finite);
     int64_t wrong = 0;
-    for (size_t i = 0; i < amax.size(); i += 16) {
-      int32_t codes[16];
-      float mult[16];
-      kernels::cpu::avx512::e8m0_lanes(amax.data() + i, fp8_max, codes, mult);
-      for (int l = 0; l < 16; ++l) {
+    for (size_t i = 0; i < amax.size(); i += kLanes) {
+      int32_t codes[kLanes];
+      float mult[kLanes];
+      lanes(amax.data() + i, fp8_max, codes, mult);
+      for (int l = 0; l < kLanes; ++l) {
         const uint32_t bits = amax[i + l];
         const float value =
             bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
@@ -134,31 +150,44 @@ TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
     EXPECT_EQ(wrong, 0) << dtype_name(fp8);
   }
   // The multiplier for every code, 254 (2^-127, an f32 subnormal) included.
-  for (int e0 = 0; e0 < 256; e0 += 16) {
-    alignas(64) int32_t e[16];
-    for (int l = 0; l < 16; ++l) e[l] = std::min(e0 + l, 254);
-    float mult[16];
-    kernels::cpu::avx512::e8m0_multipliers(e, mult);
-    for (int l = 0; l < 16; ++l) {
+  for (int e0 = 0; e0 < 256; e0 += kLanes) {
+    alignas(64) int32_t e[kLanes];
+    for (int l = 0; l < kLanes; ++l) e[l] = std::min(e0 + l, 254);
+    float mult[kLanes];
+    multipliers(e, mult);
+    for (int l = 0; l < kLanes; ++l) {
       EXPECT_EQ(f32_bits(mult[l]), f32_bits(std::ldexp(1.0f, 127 - e[l]))) << "code " << e[l];
     }
   }
 }
 
-// f32_scale_from_amax_bits against kernels/quantize.h's scale_from_amax (no margin), with and
-// without power-of-two scales, for both formats' maxima.
-TEST(BlockScalesAvx512, F32ScalesMatchTheScalarOnEveryAmaxClass) {
+TEST(MxBlocksAvx512, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  expect_e8m0_matches_the_scalar<16>(kernels::cpu::avx512::e8m0_lanes,
+                                     kernels::cpu::avx512::e8m0_multipliers);
+}
+
+TEST(BlockScalesAvx2, E8m0CodesAndMultipliersMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  expect_e8m0_matches_the_scalar<8>(kernels::cpu::avx2::e8m0_lanes,
+                                    kernels::cpu::avx2::e8m0_multipliers);
+}
+
+// The vector f32 scales (scale_lanes(amax bits, fp8_max, pow2, scale) of kLanes lanes) against
+// kernels/quantize.h's scale_from_amax (no margin), with and without power-of-two scales, for
+// both formats' maxima.
+template <int kLanes, class Lanes>
+void expect_f32_scales_match_the_scalar(Lanes lanes) {
   std::vector<uint32_t> amax = amax_patterns();
-  while (amax.size() % 16 != 0) amax.push_back(0);
+  while (amax.size() % kLanes != 0) amax.push_back(0);
   for (DType fp8 : {DType::e4m3, DType::e5m2}) {
     const float fp8_max = static_cast<float>(dtype_info(fp8).max_finite);
     for (bool pow2 : {false, true}) {
       int64_t wrong = 0;
-      for (size_t i = 0; i < amax.size(); i += 16) {
-        float scale[16];
-        kernels::cpu::avx512::scale_lanes(amax.data() + i, fp8_max, pow2, scale);
-        for (int l = 0; l < 16; ++l) {
+      for (size_t i = 0; i < amax.size(); i += kLanes) {
+        float scale[kLanes];
+        lanes(amax.data() + i, fp8_max, pow2, scale);
+        for (int l = 0; l < kLanes; ++l) {
           const uint32_t bits = amax[i + l];
           const float value =
               bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
@@ -170,6 +199,51 @@ TEST(BlockScalesAvx512, F32ScalesMatchTheScalarOnEveryAmaxClass) {
         }
       }
       EXPECT_EQ(wrong, 0) << dtype_name(fp8) << (pow2 ? " pow2" : "");
+    }
+  }
+}
+
+TEST(BlockScalesAvx512, F32ScalesMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  expect_f32_scales_match_the_scalar<16>(kernels::cpu::avx512::scale_lanes);
+}
+
+TEST(BlockScalesAvx2, F32ScalesMatchTheScalarOnEveryAmaxClass) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  expect_f32_scales_match_the_scalar<8>(kernels::cpu::avx2::scale_lanes);
+}
+
+// avx2::block_scales over n blocks (every n to 20: whole groups of 8 and the copied tail):
+// multipliers and stored scale_inv against the lanes above, nothing written past n.
+TEST(BlockScalesAvx2, RunsOfEveryLengthWriteExactlyTheirBlocks) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  testing::Rng rng(testing::fresh_seed());
+  const std::vector<uint32_t> patterns = amax_patterns();
+  for (bool e8m0 : {true, false}) {
+    for (int64_t n = 1; n <= 20; ++n) {
+      std::vector<uint32_t> amax(static_cast<size_t>(n));
+      for (uint32_t& a : amax) a = patterns[rng() % patterns.size()];
+      std::vector<float> mult(static_cast<size_t>(n) + 8, -1.0f);
+      std::vector<uint32_t> inv(static_cast<size_t>(n) + 8, 0xA5A5A5A5u);
+      kernels::cpu::avx2::block_scales(amax.data(), n, e8m0, 448.0f, false, mult.data(),
+                                       inv.data());
+      for (int64_t b = 0; b < n; ++b) {
+        const float value = amax[b] > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN()
+                                                  : f32_from_bits(amax[b]);
+        if (e8m0) {
+          const uint8_t want = kernels::e8m0_scale_inv_from_amax(value, 448.0f);
+          EXPECT_EQ(inv[b], want) << "n " << n << " block " << b;
+          EXPECT_EQ(f32_bits(mult[b]), f32_bits(std::ldexp(1.0f, 127 - int{want})));
+        } else {
+          const float want = kernels::scale_from_amax(value, 448.0f, 0, false);
+          EXPECT_EQ(f32_bits(mult[b]), f32_bits(want)) << "n " << n << " block " << b;
+          EXPECT_EQ(inv[b], f32_bits(1.0f / want)) << "n " << n << " block " << b;
+        }
+      }
+      for (size_t b = static_cast<size_t>(n); b < mult.size(); ++b) {
+        EXPECT_EQ(mult[b], -1.0f) << "written past n = " << n;
+        EXPECT_EQ(inv[b], 0xA5A5A5A5u) << "written past n = " << n;
+      }
     }
   }
 }
@@ -221,8 +295,8 @@ constexpr int64_t kShapes[][2] = {{1, 1},   {3, 33},    {33, 100}, {64, 64},
                                   {97, 1},  {130, 257}, {200, 96}, {300, 420},
                                   {3, 800}, {5, 1100},  {2, 1536}, {1100, 70}};
 
-TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
-  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+// quantize() under OCTET_CPU_ISA=`level` against `below`, every output byte for byte.
+void expect_level_matches_the_one_below(const char* level, const char* below) {
   testing::Rng rng(testing::fresh_seed());
   for (const auto& [rows, cols] : kShapes) {
     for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
@@ -237,11 +311,11 @@ TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
           run.power_of_two_scales = !qc.grid.e8m0 && overflow == Overflow::nonfinite;
           Quantized want, got;
           {
-            testing::ScopedEnv isa("OCTET_CPU_ISA", "avx2");
+            testing::ScopedEnv isa("OCTET_CPU_ISA", below);
             want = testing::quantize_on(Device::cpu(), x, rows, cols, run);
           }
           {
-            testing::ScopedEnv isa("OCTET_CPU_ISA", "avx512");
+            testing::ScopedEnv isa("OCTET_CPU_ISA", level);
             got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
           }
           expect_same(got.data, want.data, "data");
@@ -255,6 +329,16 @@ TEST(QuantizeAvx512Paths, EveryOutputMatchesTheAvx2VariantByteForByte) {
       }
     }
   }
+}
+
+TEST(QuantizeVectorPaths, Avx512OutputsMatchTheAvx2VariantByteForByte) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  expect_level_matches_the_one_below("avx512", "avx2");
+}
+
+TEST(QuantizeVectorPaths, Avx2OutputsMatchTheBaselineVariantByteForByte) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  expect_level_matches_the_one_below("avx2", "baseline");
 }
 
 }  // namespace
