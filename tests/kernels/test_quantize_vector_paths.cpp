@@ -73,23 +73,21 @@ void expect_transposes_on_every_size(int64_t n, int64_t src_ld, int64_t dst_ld, 
   }
 }
 
-// The byte tile transpose: only the w x h bytes written.
+// The byte tile transposes (transpose_tile64 of AVX-512 and of AVX2): only the w x h bytes
+// written.
+using TileTranspose = void (*)(const uint8_t*, int64_t, int64_t, int64_t, uint8_t*, int64_t);
+void expect_tile_transposes_on_every_size(TileTranspose transpose) {
+  expect_transposes_on_every_size<uint8_t>(64, 77, 70, false, transpose);
+}
+
 TEST(ByteTransposeAvx512, EveryTileSizeMatchesAPlainLoop) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
-  expect_transposes_on_every_size<uint8_t>(
-      64, 77, 70, false,
-      [](const uint8_t* src, int64_t ld, int64_t h, int64_t w, uint8_t* dst, int64_t ldo) {
-        kernels::cpu::avx512::transpose_tile64(src, ld, h, w, dst, ldo);
-      });
+  expect_tile_transposes_on_every_size(kernels::cpu::avx512::transpose_tile64);
 }
 
 TEST(ByteTransposeAvx2, EveryTileSizeMatchesAPlainLoop) {
   if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
-  expect_transposes_on_every_size<uint8_t>(
-      64, 77, 70, false,
-      [](const uint8_t* src, int64_t ld, int64_t h, int64_t w, uint8_t* dst, int64_t ldo) {
-        kernels::cpu::avx2::transpose_tile64(src, ld, h, w, dst, ldo);
-      });
+  expect_tile_transposes_on_every_size(kernels::cpu::avx2::transpose_tile64);
 }
 
 // MX's word transpose (the transposed copy's rows of xᵀ): rows past h read as zero, so each
@@ -118,6 +116,11 @@ std::vector<uint32_t> amax_patterns() {
   return m;
 }
 
+// The amax that |x| bits stand for (NaN above Inf's bits), as the scalar code takes it.
+float amax_value(uint32_t bits) {
+  return bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+}
+
 // The vector E8M0 codes and multipliers (e8m0_lanes(amax bits, fp8_max, codes, mult) and
 // e8m0_multipliers(codes, mult) of kLanes lanes) against kernels/quantize.h's scalar code and the
 // multiplier's definition, 2^(127 - e) exactly, for both formats' maxima.
@@ -134,8 +137,7 @@ void expect_e8m0_matches_the_scalar(Lanes lanes, Multipliers multipliers) {
       lanes(amax.data() + i, fp8_max, codes, mult);
       for (int l = 0; l < kLanes; ++l) {
         const uint32_t bits = amax[i + l];
-        const float value =
-            bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+        const float value = amax_value(bits);
         const uint8_t want = kernels::e8m0_scale_inv_from_amax(value, fp8_max);
         const float want_mult = std::ldexp(1.0f, 127 - static_cast<int>(want));
         if (codes[l] != want || f32_bits(mult[l]) != f32_bits(want_mult)) {
@@ -189,8 +191,7 @@ void expect_f32_scales_match_the_scalar(Lanes lanes) {
         lanes(amax.data() + i, fp8_max, pow2, scale);
         for (int l = 0; l < kLanes; ++l) {
           const uint32_t bits = amax[i + l];
-          const float value =
-              bits > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN() : f32_from_bits(bits);
+          const float value = amax_value(bits);
           const float want = kernels::scale_from_amax(value, fp8_max, 0, pow2);
           if (f32_bits(scale[l]) != f32_bits(want) && wrong++ < 5) {
             ADD_FAILURE() << dtype_name(fp8) << (pow2 ? " pow2" : "") << " amax bits 0x" << std::hex
@@ -228,8 +229,7 @@ TEST(BlockScalesAvx2, RunsOfEveryLengthWriteExactlyTheirBlocks) {
       kernels::cpu::avx2::block_scales(amax.data(), n, e8m0, 448.0f, false, mult.data(),
                                        inv.data());
       for (int64_t b = 0; b < n; ++b) {
-        const float value = amax[b] > 0x7F800000u ? std::numeric_limits<float>::quiet_NaN()
-                                                  : f32_from_bits(amax[b]);
+        const float value = amax_value(amax[b]);
         if (e8m0) {
           const uint8_t want = kernels::e8m0_scale_inv_from_amax(value, 448.0f);
           EXPECT_EQ(inv[b], want) << "n " << n << " block " << b;
