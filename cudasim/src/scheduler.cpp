@@ -264,7 +264,8 @@ void run_block(Block& b, const uint3& block_idx) {
 // class, in one uninstrumented call: under AddressSanitizer a memcpy of a run-time size goes
 // through its interceptor, which checked both ranges of every copy (about 14% of an emulated
 // training step). Both buffers are the emulator's own (a lane's argument and its result array,
-// never device memory), so no check is lost; GCC must not turn the loops back into memcpy calls.
+// never device memory), so no check is lost; GCC must not turn the loops back into memcpy calls
+// (clang may: only slower, not wrong).
 #if defined(__GNUC__) && !defined(__clang__)
 #define CUDASIM_PLAIN_LOOPS \
   [[gnu::no_sanitize_address, gnu::optimize("no-tree-loop-distribute-patterns")]]

@@ -2,10 +2,11 @@
 // block_scales_avx512.h's steps with AVX2's instructions (blends and compares for the masks), bit
 // for bit the scalar code of the CPU quantize: E8M0 codes and multipliers (MX) and f32 scales
 // with their inverses (IEEE division is correctly rounded in both). The avx2 quantize variant's
-// blocks of 1 x N grids and MX, in the row pass and in the transposed copy, where the scalar code
-// took a few dozen cycles per block. Only included on x86-64 GCC/clang; the functions carry their
-// own target.
-// defines: cpu::avx2::block_scales,
+// blocks of rows, 1 x N grids and MX, in the row pass and in the transposed copy, where the scalar
+// code took a few dozen cycles per block. Only included on x86-64 GCC/clang; the functions carry
+// their own target.
+// defines: cpu::avx2::e8m0_from_amax_bits, cpu::avx2::e8m0_multiplier,
+//          cpu::avx2::f32_scale_from_amax_bits, cpu::avx2::block_scales,
 //          cpu::avx2::e8m0_lanes, cpu::avx2::e8m0_multipliers, cpu::avx2::scale_lanes (for tests)
 #pragma once
 
@@ -59,8 +60,10 @@ OCTET_AVX2_INLINE __m256 f32_scale_from_amax_bits(__m256i m, float fp8_max, bool
 }
 
 // The n blocks of amax[0, n): mult[b] their multipliers, scale_inv[b] what the scale_inv tensor
-// stores for them (the E8M0 code, or the bits of the f32 1 / scale). The last group of 8 goes
-// through copies, so no array is read or written past n.
+// stores for them (the E8M0 code, or the bits of the f32 1 / scale). Each group of 8 is read
+// through a copy and the last one written through copies, so no array is read or written past
+// n. The f32 division runs in every lane (zero, Inf and NaN lanes are replaced after it): it may
+// raise the divide-by-zero and invalid flags, which nothing here traps.
 inline OCTET_AVX2_TARGET void block_scales(const uint32_t* amax, int64_t n, bool e8m0,
                                            float fp8_max, bool pow2, float* mult,
                                            uint32_t* scale_inv) {

@@ -44,9 +44,9 @@ OCTET_AVX2_INLINE void unpack_round(__m256i* v) {
 }
 
 // A full 64 x 64 tile (src readable as 64 rows of 64 bytes) into `tile`, its transpose with a
-// row stride of 64. Sixteen rows of 32 bytes at a time (lanes: columns h32 + 0-15, h32 + 16-31)
+// row stride of 64. Sixteen rows of 32 bytes at a time (lanes: columns half + 0-15, half + 16-31)
 // go through four unpack rounds that transpose each lane's 16 x 16 block; register k then holds,
-// in lane L, 16 bytes of row h32 + 16 L + bitreverse4(k) of the transpose (as in
+// in lane L, 16 bytes of row half + 16 L + bitreverse4(k) of the transpose (as in
 // byte_transpose_avx512.h). A real call from the quantize loops, once per tile.
 inline OCTET_AVX2_TARGET void transpose64_into(const uint8_t* __restrict src, int64_t src_ld,
                                                uint8_t* __restrict tile) {

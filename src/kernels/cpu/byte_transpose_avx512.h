@@ -1,8 +1,8 @@
 // kernels/cpu/byte_transpose_avx512.h: a byte tile of up to 64 x 64 transposed with AVX-512BW
 // unpacks, the avx512 path of every byte transpose on the CPU (kernels/cpu/transpose_cpu.cpp,
-// the transposed FP8 copies of kernels/cpu/quantize_cpu.cpp); byte_transpose.h's 8 x 8 blocks
-// stay the baseline/AVX2 path. Only included on x86-64 GCC/clang; the functions carry their
-// own target.
+// the transposed FP8 copies of kernels/cpu/quantize_cpu.cpp); byte_transpose_avx2.h is the AVX2
+// path, byte_transpose.h's 8 x 8 blocks the baseline's. Only included on x86-64 GCC/clang; the
+// functions carry their own target.
 // defines: cpu::avx512::transpose_tile64
 #pragma once
 

@@ -163,8 +163,8 @@ template <class In>
 
 // kIsa: the instruction-set variant (isa.h). avx512 and avx2 use their hand-written encoders
 // (kernels/cpu/fp8_encode_avx512.h, fp8_encode_avx2.h), the same bits and counts; the baseline
-// the compiler's vectorisation of the scalar encoder; avx512 also its own tile, MX-row and
-// block-scale kernels.
+// the compiler's vectorisation of the scalar encoder. avx512 also has its own tile, MX-row and
+// block-scale kernels, avx2 its own tile transpose and block scales.
 template <class In, bool kE4M3, bool kCount, Isa kIsa, class Scale>
 [[gnu::always_inline]] inline void encode_loop(const In* __restrict x, uint8_t* __restrict out,
                                                int64_t n, Scale scale, bool saturate, Stats& st) {
@@ -243,7 +243,7 @@ struct Band {
     }
 #endif
     if (h == 1 && bc < kNarrowBlock) {
-      // 1xN tiles and MX: block amaxes and scales for a run of blocks, then one
+      // 1xN tiles, MX and short rows: block amaxes and scales for a run of blocks, then one
       // encode loop over the run with a multiplier per element, so that short blocks
       // do not each pay for a vector loop's prologue, epilogue and reductions.
       constexpr int64_t kRun = 2048;
@@ -426,7 +426,8 @@ struct Transposed {
       for (int64_t r1 = 0; r1 < t.h; r1 += kTile) {
         const int64_t th = std::min(kTile, t.h - r1);
         alignas(64) uint8_t tile[kTile * kTile];
-        // No stray bytes in the 8 x 8 blocks (the avx512 transpose reads only th x sw).
+        // No stray bytes in the tile's transpose (the avx512 one reads only th x sw; the avx2 one
+        // and the 8 x 8 blocks read all of it).
         if (kIsa != Isa::avx512 && (th < kTile || sw < kTile)) std::memset(tile, 0, sizeof(tile));
         const In* tile_x = x + (t.r0 + r1) * t.cols + t.c0 + s0;
         auto row_scale = [&](int64_t r) -> const float* {
