@@ -128,15 +128,35 @@ template <bool kE4M3>
   return scale;
 }
 
-// Stores what the vector block scales (block_scales_avx2.h, block_scales_avx512.h) give for one
-// block: the E8M0 code, or the bits of the f32 1 / scale.
-[[gnu::always_inline]] inline void store_scale_inv(const Job& j, void* scale_inv, int64_t index,
-                                                   uint32_t inv) {
-  if (j.e8m0) {
-    static_cast<uint8_t*>(scale_inv)[index] = static_cast<uint8_t>(inv);
-  } else {
-    static_cast<uint32_t*>(scale_inv)[index] = inv;
+// The multipliers mult[b] of n blocks from their amax bits, each block's scale_inv stored at
+// index(b): 16 blocks at a time on avx512, 8 on avx2 (kernels/cpu/block_scales_avx512.h,
+// block_scales_avx2.h, bit for bit block_scale), one at a time below.
+template <Isa kIsa, class Index>
+[[gnu::always_inline]] inline void block_scales(const Job& j, const uint32_t* amax, int64_t n,
+                                                float* mult, void* scale_inv, Index index) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (kIsa == Isa::avx512 || kIsa == Isa::avx2) {
+    constexpr int64_t kChunk = 64;
+    for (int64_t b0 = 0; b0 < n; b0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - b0);
+      alignas(64) uint32_t inv[kChunk];
+      if constexpr (kIsa == Isa::avx512) {
+        avx512::block_scales(amax + b0, m, j.e8m0, j.fp8_max, j.pow2, mult + b0, inv);
+      } else {
+        avx2::block_scales(amax + b0, m, j.e8m0, j.fp8_max, j.pow2, mult + b0, inv);
+      }
+      for (int64_t b = 0; b < m; ++b) {  // the E8M0 code, or the bits of the f32 1 / scale
+        if (j.e8m0) {
+          static_cast<uint8_t*>(scale_inv)[index(b0 + b)] = static_cast<uint8_t>(inv[b]);
+        } else {
+          static_cast<uint32_t*>(scale_inv)[index(b0 + b)] = inv[b];
+        }
+      }
+    }
+    return;
   }
+#endif
+  for (int64_t b = 0; b < n; ++b) mult[b] = block_scale(j, amax[b], scale_inv, index(b));
 }
 
 // ---- the loops ---------------------------------------------------------------
@@ -250,34 +270,18 @@ struct Band {
       alignas(64) float mult[kRun];
       const int64_t run = kRun / bc * bc;
       for (int64_t c0 = 0; c0 < cols; c0 += run) {
-        const int64_t n = std::min(run, cols - c0);
-#if defined(__x86_64__) && defined(__GNUC__)
-        if constexpr (kIsa == Isa::avx2) {
-          // The run's block amaxes, then their scales 8 blocks at a time (block_scales_avx2.h).
-          const int64_t nb_run = (n + bc - 1) / bc;
-          alignas(32) uint32_t amax[kRun], inv[kRun];
-          alignas(32) float block_mult[kRun];
-          for (int64_t b = 0; b < nb_run; ++b) {
-            amax[b] = amax_loop(x + c0 + b * bc, std::min(bc, n - b * bc));
-            st->amax_bits = std::max(st->amax_bits, amax[b]);
-          }
-          avx2::block_scales(amax, nb_run, j.e8m0, j.fp8_max, j.pow2, block_mult, inv);
-          for (int64_t b = 0; b < nb_run; ++b) {
-            store_scale_inv(j, scale_inv, c0 / bc + b, inv[b]);
-            const int64_t w = std::min(bc, n - b * bc);
-            for (int64_t i = 0; i < w; ++i) mult[b * bc + i] = block_mult[b];
-          }
-          encode_loop<In, kE4M3, kCount, kIsa>(x + c0, out + c0, n, static_cast<const float*>(mult),
-                                               j.saturate, *st);
-          continue;
+        const int64_t n = std::min(run, cols - c0), nb_run = (n + bc - 1) / bc;
+        alignas(64) uint32_t amax[kRun];
+        alignas(64) float block_mult[kRun];
+        for (int64_t b = 0; b < nb_run; ++b) {
+          amax[b] = amax_loop(x + c0 + b * bc, std::min(bc, n - b * bc));
+          st->amax_bits = std::max(st->amax_bits, amax[b]);
         }
-#endif
-        for (int64_t b0 = 0; b0 < n; b0 += bc) {
-          const int64_t w = std::min(bc, n - b0);
-          const uint32_t m = amax_loop(x + c0 + b0, w);
-          st->amax_bits = std::max(st->amax_bits, m);
-          const float scale = block_scale(j, m, scale_inv, (c0 + b0) / bc);
-          for (int64_t i = 0; i < w; ++i) mult[b0 + i] = scale;
+        block_scales<kIsa>(j, amax, nb_run, block_mult, scale_inv,
+                           [&](int64_t b) { return c0 / bc + b; });
+        for (int64_t b = 0; b < nb_run; ++b) {
+          const int64_t w = std::min(bc, n - b * bc);
+          for (int64_t i = 0; i < w; ++i) mult[b * bc + i] = block_mult[b];
         }
         encode_loop<In, kE4M3, kCount, kIsa>(x + c0, out + c0, n, static_cast<const float*>(mult),
                                              j.saturate, *st);
@@ -392,25 +396,8 @@ struct Transposed {
     }
     for (int64_t band = 0; band < nbands; ++band) {
       const int64_t first = t.c0 / t.block_w * t.scale_cols + t.band + band;  // of block 0
-#if defined(__x86_64__) && defined(__GNUC__)
-      // kernels/cpu/block_scales_avx512.h, 16 blocks at a time; block_scales_avx2.h, 8.
-      if constexpr (kIsa == Isa::avx512 || kIsa == Isa::avx2) {
-        alignas(64) uint32_t inv[kTile];
-        if constexpr (kIsa == Isa::avx512) {
-          avx512::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band],
-                               inv);
-        } else {
-          avx2::block_scales(block_max[band], nb, j.e8m0, j.fp8_max, j.pow2, block_mult[band], inv);
-        }
-        for (int64_t b = 0; b < nb; ++b)
-          store_scale_inv(j, t.scale_inv_t, first + b * t.scale_cols, inv[b]);
-        continue;
-      }
-#endif
-      for (int64_t b = 0; b < nb; ++b) {
-        block_mult[band][b] =
-            block_scale(j, block_max[band][b], t.scale_inv_t, first + b * t.scale_cols);
-      }
+      block_scales<kIsa>(j, block_max[band], nb, block_mult[band], t.scale_inv_t,
+                         [&](int64_t b) { return first + b * t.scale_cols; });
     }
     for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
