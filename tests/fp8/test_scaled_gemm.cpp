@@ -510,11 +510,11 @@ void set_scale(ScaledOperand& op, size_t cell, double value) {
   }
 }
 
-// Each grid takes its way (powers of two fold into bf16, row scales an epilogue, other
-// K-splitting scales f32 operands), and scales whose range could make those conversions
-// inexact fall back to the per-slice path: the result is then that path's, bit for bit, and
-// within its bound; or, finite scales that split K on AVX512_BF16, the block micro-kernel's,
-// within the same bound.
+// Each grid takes its way (powers of two fold into bf16, per-tensor and row scales an
+// epilogue, other K-splitting scales f32 operands), and scales whose range could make those
+// conversions inexact fall back to the reference path: the result is then that path's, bit
+// for bit, and within its bound; or, finite scales that split K on AVX512_BF16, the block
+// micro-kernel's, within the same bound.
 TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   using kernels::cpu::Fp8FusedKind;
   testing::Rng rng(testing::fresh_seed());
@@ -541,6 +541,13 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   EXPECT_EQ(fused_kind(blocks_pow2), Fp8FusedKind::folded);
   EXPECT_EQ(fused_kind(row), Fp8FusedKind::row_epilogue);
   EXPECT_EQ(fused_kind(blocks), Fp8FusedKind::scaled_f32);
+  // Per tensor too: the GEMM of the codes with alpha 1, then one factor in the epilogue (or
+  // folded, powers of two), never the scales as the engine's alpha.
+  ScaledGemm tensor = make(kTensor, kTensor), tensor_pow2 = make(kTensor, kTensor);
+  pow2_scales(tensor_pow2.a);
+  pow2_scales(tensor_pow2.b);
+  EXPECT_EQ(fused_kind(tensor), Fp8FusedKind::row_epilogue);
+  EXPECT_EQ(fused_kind(tensor_pow2), Fp8FusedKind::folded);
 
   // The scale checks are min/max reductions over the scale bits: one scale anywhere in the
   // grid (first, middle, last cell) that is not a positive finite float, or an E8M0 code of 0
@@ -569,13 +576,14 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   // Out of range: E4M3's smallest subnormal 2^-9 times 2^-54 is below 2^-62; 448 times 2^41
   // is above 2^48; E5M2's 2^-16 times 2^-47 likewise; an E8M0 NaN scale.
   ScaledGemm tiny = make(kMx, kMx), huge = make(kTiles, kBlocks), tiny_b = make(kRow, kRow),
-             nan = make(kMx, kMx);
+             nan = make(kMx, kMx), tiny_tensor = make(kTensor, kTensor);
   set_scale(tiny.a, 5, 0x1p-54);
   set_scale(huge.a, 3, 0x1p41);
   set_scale(tiny_b.b, 7, 0x1p-47);
+  set_scale(tiny_tensor.a, 0, 0x1p-54);
   nan.b.scale_bytes[2] = 0xFF;
   nan.b.scales[2] = NAN;
-  for (ScaledGemm* g : {&tiny, &huge, &tiny_b, &nan}) {
+  for (ScaledGemm* g : {&tiny, &huge, &tiny_b, &nan, &tiny_tensor}) {
     EXPECT_EQ(fused_kind(*g), Fp8FusedKind::none) << g->describe();
     kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
     const std::vector<double> fused = run_kernel_gemm(Device::cpu(), *g);

@@ -412,8 +412,10 @@ TEST(GemmErrors, ShapesDTypesAndLayoutsAreCheckedWithActionableMessages) {
 }
 
 // What each CPU engine needs: FP8 GEMMs room for both operands widened (bf16, or f32 on
-// onednn-f32, which also needs an f32 C for a bf16 one); bf16 GEMMs nothing, but on onednn-f32
-// f32 copies of A, B and a bf16 C; f32 GEMMs nothing. Each within 64-byte alignment slack.
+// onednn-f32) and an f32 M x N accumulator with a scale per row and column (the fused path's
+// epilogue, per tensor too; onednn-f32's f32 C for a bf16 one shares its bytes); bf16 GEMMs
+// nothing, but on onednn-f32 f32 copies of A, B and a bf16 C; f32 GEMMs nothing. Each within
+// 64-byte alignment slack.
 TEST(GemmWorkspace, TheCpuEnginesNeedTheirCopiesAndNothingElse) {
   EngineGuard guard;
   Scratch m;
@@ -432,7 +434,7 @@ TEST(GemmWorkspace, TheCpuEnginesNeedTheirCopiesAndNothingElse) {
     EXPECT_EQ(bf16_to_bf16, f32_engine ? 64u + (3u * 7u + 5u * 7u + 3u * 5u) * 4u : 0u);
     const size_t bytes = kernels::gemm_workspace_bytes(a8, b8, m.make(DType::bf16, {300, 20}), {});
     const size_t want =
-        (300u + 20u) * 64u * (f32_engine ? 4u : 2u) + (f32_engine ? 300u * 20u * 4u : 0u);
+        (300u + 20u) * 64u * (f32_engine ? 4u : 2u) + 300u * 20u * 4u + (300u + 20u) * 4u;
     EXPECT_GE(bytes, want);
     EXPECT_LE(bytes, want + 4 * 64u);  // plus alignment slack only
   }

@@ -70,10 +70,12 @@ size_t fp8_gemm_workspace_bytes(GemmDims dims, const GemmOptions& options, DType
 void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
               GemmDims dims);
 
-// How FP8 GEMMs with row, block or MX scales run: `fused` (the default) as one full-K
-// GEMM (gemm_fp8_fused_cpu.cpp), falling back to `slices` where the scales' range does
-// not allow it; `slices`: one GEMM per K slice with the scales applied in fp32 after
-// each (the reference path). On first use taken from OCTET_CPU_FP8_GEMM=fused|slices.
+// How FP8 GEMMs run: `fused` (the default) as one full-K GEMM with the scales folded into
+// the operands or applied after it, never in the engine's alpha (gemm_fp8_fused_cpu.cpp),
+// falling back to `slices` where the scales' range does not allow it; `slices`: the reference
+// path, one GEMM per K slice with the scales applied in fp32 after each, or per tensor one
+// GEMM with the scales in the engine's alpha. On first use taken from
+// OCTET_CPU_FP8_GEMM=fused|slices.
 enum class Fp8GemmPath : uint8_t { fused, slices };
 Fp8GemmPath fp8_gemm_path();
 void set_fp8_gemm_path(Fp8GemmPath path);

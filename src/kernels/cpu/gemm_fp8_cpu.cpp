@@ -3,8 +3,9 @@
 // (onednn-f32, matmul_operand_dtype), multiplied by that GEMM with fp32 accumulation, and the
 // scale_inv factors applied in fp32 the way Hopper's scaled GEMMs apply them: per tensor on the
 // accumulator, per row/column in the epilogue, and per K slice for grids that split K (1x128,
-// 128x128, MX). That per-slice loop is the reference path; gemm_fp8_fused_cpu.cpp runs row, block
-// and MX scales as one full-K GEMM where their range allows it (the default, see Fp8GemmPath).
+// 128x128, MX). That path is the reference; gemm_fp8_fused_cpu.cpp runs every grid (per tensor
+// too) as one full-K GEMM, the scales never in the engine's alpha, where their range allows it
+// (the default, see Fp8GemmPath).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -114,7 +115,6 @@ void set_fp8_gemm_path(Fp8GemmPath path) {
 
 size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // Either path may run (the fused one declines scales out of its range): room for both.
-  if (per_tensor(o)) return layout(d, o, c_dtype).total();
   return std::max(layout(d, o, c_dtype).total(), fp8_gemm_fused_workspace_bytes(d, o, c_dtype));
 }
 
@@ -138,6 +138,8 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
   const auto* a8 = a.as<const uint8_t>();
   const auto* b8 = b.as<const uint8_t>();
 
+  if (fp8_gemm_path() == Fp8GemmPath::fused && fp8_gemm_fused(a, b, c, o, d)) return;
+
   if (per_tensor(o)) {
     // One product of the two factors on the fp32 accumulator, folded into alpha.
     widen_fp8(a8, a.dtype, d.m, d.k, 0, d.k, wide, a_wide);
@@ -147,8 +149,6 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
                 o.beta, l.staging_bytes > 0 ? staging : nullptr});
     return;
   }
-
-  if (fp8_gemm_path() == Fp8GemmPath::fused && fp8_gemm_fused(a, b, c, o, d)) return;
 
   // Scales that vary by row, column or K slice: accumulate sum_s (sa * sb) * partial_s
   // in fp32, then C = alpha * acc + beta * C.

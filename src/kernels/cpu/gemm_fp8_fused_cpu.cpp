@@ -1,10 +1,14 @@
-// kernels/cpu/gemm_fp8_fused_cpu.cpp: FP8 GEMMs with row, block or MX scales as ONE
-// full-K GEMM, where gemm_fp8_cpu.cpp's reference path runs one GEMM per K slice:
+// kernels/cpu/gemm_fp8_fused_cpu.cpp: FP8 GEMMs as ONE full-K GEMM, where gemm_fp8_cpu.cpp's
+// reference path runs one GEMM per K slice (block and MX scales) or hands the scales to the
+// engine as alpha (per tensor):
 //   - every scale a power of two (MX's E8M0, pow2 recipes): code x scale is exact in bf16,
 //     so the scales are folded into the widened bf16 operands (one bf16 GEMM, alpha and
 //     beta applied by the engine);
-//   - per-row scales that do not split K: one bf16 GEMM of the codes into f32, then an
-//     epilogue C = (alpha sa_i) sb_j acc + beta C;
+//   - per-tensor or per-row scales (which do not split K): one bf16 GEMM of the codes into
+//     f32 with alpha 1, then an epilogue C = (alpha sa_i) sb_j acc + beta C (per tensor:
+//     (alpha (sa sb)) acc, the reference path's factor). Not the engine's alpha: oneDNN
+//     2.6's bf16 matmul where the CPU has AMX ran the same GEMM 1.7-6.6x slower with a run-time
+//     output scale other than 1 (docs/perf/cpu-step.md, the lent H200's Xeon);
 //   (both with f32 operands instead of bf16 where the engine multiplies f32: onednn-f32;)
 //   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
 //     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
@@ -621,11 +625,14 @@ bool splits_k(const OperandScales& s, int64_t k) {
   return s.block_cols < k;
 }
 
-// The workspace: [slack][A' (bf16 or f32)][B'][acc f32 M x N][row scales M][column scales N].
+// The workspace: [slack][A' (bf16 or f32)][B'][acc f32 M x N, or the folded way's staging]
+// [row scales M][column scales N]. One call takes one way, so the accumulator (the other ways)
+// and the engine's staging (the folded way's) share their bytes.
 struct FusedLayout {
   size_t a_bytes, b_bytes, acc_bytes, rows_bytes, cols_bytes, staging_bytes;
+  size_t out_bytes() const { return std::max(acc_bytes, staging_bytes); }
   size_t total() const {
-    return kAlign + a_bytes + b_bytes + acc_bytes + rows_bytes + cols_bytes + staging_bytes;
+    return kAlign + a_bytes + b_bytes + out_bytes() + rows_bytes + cols_bytes;
   }
 };
 
@@ -771,8 +778,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   if (kind == Fp8FusedKind::folded) {
     // Every scale folds exactly into the bf16 (or f32) operands: C = alpha A' B'ᵀ + beta C.
     widen_both(true);
-    auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes +
-                                             l.rows_bytes + l.cols_bytes);
+    auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
     run_matmul({base, base + l.a_bytes, c.data, wide, c.dtype, d.m, d.n, d.k, false, true, o.alpha,
                 o.beta, l.staging_bytes > 0 ? staging : nullptr});
     return true;
@@ -799,7 +805,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     // once to bf16.
     auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
     auto* ones =
-        reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.rows_bytes);
+        reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.out_bytes() + l.rows_bytes);
     run_matmul({a32, b32, acc, DType::f32, DType::f32, d.m, d.n, d.k, false, true, o.alpha, 0.0f});
     std::fill_n(ones, d.n, 1.0f);
     epilogue(loops, acc, nullptr, ones, 1.0f, o.beta, c, d);
@@ -808,12 +814,18 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   // Scales per row (or per block of rows) only: one bf16 (or f32) GEMM of the codes, then the
   // scales.
   auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
-  auto* row_scale = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes);
+  auto* row_scale = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.out_bytes());
   auto* col_scale =
-      reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.acc_bytes + l.rows_bytes);
+      reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.out_bytes() + l.rows_bytes);
   widen_both(false);
   run_matmul(
       {base, base + l.a_bytes, acc, wide, DType::f32, d.m, d.n, d.k, false, true, 1.0f, 0.0f});
+  if (sa.grid_rows == 1 && sb.grid_rows == 1) {
+    // One scale each: one factor, rounded once, as the reference path gives the engine.
+    std::fill_n(col_scale, d.n, 1.0f);
+    epilogue(loops, acc, nullptr, col_scale, o.alpha * (sa.flat(0) * sb.flat(0)), o.beta, c, d);
+    return true;
+  }
   for (int64_t i = 0; i < d.m; ++i) row_scale[i] = o.alpha * sa.at(i, 0);  // 1 rounding
   for (int64_t j = 0; j < d.n; ++j) col_scale[j] = sb.at(j, 0);
   epilogue(loops, acc, row_scale, col_scale, 1.0f, o.beta, c, d);
