@@ -27,6 +27,7 @@
 #include "kernels/cpu/block_scales_avx512.h"
 #include "kernels/cpu/byte_transpose_avx2.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
+#include "kernels/cpu/mx_blocks_avx2.h"
 #include "kernels/cpu/mx_blocks_avx512.h"
 
 namespace octet {
@@ -207,6 +208,24 @@ void expect_f32_scales_match_the_scalar(Lanes lanes) {
 TEST(BlockScalesAvx512, F32ScalesMatchTheScalarOnEveryAmaxClass) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
   expect_f32_scales_match_the_scalar<16>(kernels::cpu::avx512::scale_lanes);
+}
+
+// The avx2 MX row's reduction of eight blocks: lane b of block_max8 is the unsigned max of
+// block b's 8 folded lanes, for a planted largest value in every lane position of every block
+// (any other lane order or fold would put another block's max, or a smaller value, there).
+TEST(MxBlocksAvx2, BlockMax8PutsEachBlocksMaxInItsLane) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  testing::Rng rng(testing::fresh_seed());
+  for (int planted = 0; planted < 8; ++planted) {
+    uint32_t in[64], got[8];
+    for (uint32_t& v : in) v = static_cast<uint32_t>(rng() % 0x7F800000u);
+    for (int b = 0; b < 8; ++b) in[8 * b + (planted + b) % 8] = 0x7F800001u + b;  // NaN bits
+    kernels::cpu::avx2::block_max8_lanes(in, got);
+    for (int b = 0; b < 8; ++b) {
+      EXPECT_EQ(got[b], *std::max_element(in + 8 * b, in + 8 * b + 8))
+          << "block " << b << ", planted at lane " << (planted + b) % 8;
+    }
+  }
 }
 
 TEST(BlockScalesAvx2, F32ScalesMatchTheScalarOnEveryAmaxClass) {

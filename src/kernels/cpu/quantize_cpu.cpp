@@ -31,6 +31,7 @@
 #include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/fp8_encode_avx2.h"
 #include "kernels/cpu/fp8_encode_avx512.h"
+#include "kernels/cpu/mx_blocks_avx2.h"
 #include "kernels/cpu/mx_blocks_avx512.h"
 #endif
 #include "kernels/cpu/isa.h"
@@ -258,6 +259,13 @@ struct Band {
       if (h == 1 && bc == 32 && j.e8m0) {  // MX: kernels/cpu/mx_blocks_avx512.h
         avx512::mx_row<In, kE4M3, kCount>(x, cols, out, static_cast<uint8_t*>(scale_inv), j.fp8_max,
                                           j.saturate, st->amax_bits, st->saturated, st->flushed);
+        return;
+      }
+    }
+    if constexpr (kIsa == Isa::avx2) {
+      if (h == 1 && bc == 32 && j.e8m0) {  // MX: kernels/cpu/mx_blocks_avx2.h
+        avx2::mx_row<In, kE4M3, kCount>(x, cols, out, static_cast<uint8_t*>(scale_inv), j.fp8_max,
+                                        j.saturate, st->amax_bits, st->saturated, st->flushed);
         return;
       }
     }
