@@ -18,6 +18,14 @@ struct Fp8Vec {
   // rebias in one add; wraps (is garbage) only below the smallest normal, where the
   // subnormal result is taken instead.
   static constexpr uint32_t bias = ((1u << (shift - 1)) - 1) - (f.rebias << shift);
+  // The same for a bf16 in a 16-bit lane (f32's upper half: 7 mantissa bits). For a value
+  // exact in bf16 (f32's low 16 bits zero) it rounds as the f32 constants do: the low half
+  // adds (half - 1)'s low 16 bits, 0xFFFF, plus the odd bit, and carries exactly when the f32
+  // add does.
+  static constexpr uint32_t shift16 = 7 - f.mantissa_bits;
+  static constexpr uint16_t bias16 =
+      static_cast<uint16_t>(((1u << (shift16 - 1)) - 1) - (f.rebias << shift16));
+  static constexpr uint16_t min_normal16 = static_cast<uint16_t>(f.min_normal_bits >> 16);
 };
 
 }  // namespace octet::kernels::cpu

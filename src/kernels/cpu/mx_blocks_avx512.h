@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/convert.h"
 #include "kernels/cpu/block_scales_avx512.h"
@@ -23,10 +24,9 @@ namespace octet::kernels::cpu::avx512 {
 // Lane i of the result: the max over the 32 lanes of a[2i] and a[2i + 1] (unsigned). Pairs
 // of vectors are folded at 256, 128, 64 and 32 bits; the folds leave block 4j + L in lane
 // 4L + j, which one permute puts back in order.
-OCTET_AVX512_INLINE __m512i block_max16(const __m512i* a) {
-  __m512i m[16], p[8], q[4], r[2];
-#pragma GCC unroll 16
-  for (int b = 0; b < 16; ++b) m[b] = _mm512_max_epu32(a[2 * b], a[2 * b + 1]);
+// block_max16_of(m): the same from one vector per block (lane i: the max over m[i]'s lanes).
+OCTET_AVX512_INLINE __m512i block_max16_of(const __m512i* m) {
+  __m512i p[8], q[4], r[2];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {  // lanes 0-7: block 2i, 8-15: block 2i + 1
     p[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2 * i], m[2 * i + 1], 0x44),
@@ -47,6 +47,12 @@ OCTET_AVX512_INLINE __m512i block_max16(const __m512i* a) {
   // t[4L + j] = block 4j + L, so block b sits in lane 4 (b % 4) + b / 4.
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   return _mm512_permutexvar_epi32(order, t);
+}
+OCTET_AVX512_INLINE __m512i block_max16(const __m512i* a) {
+  __m512i m[16];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) m[b] = _mm512_max_epu32(a[2 * b], a[2 * b + 1]);
+  return block_max16_of(m);
 }
 
 // |x| bits of 16 inputs (masked-off lanes: 0; kFull: all 16, a plain load).
@@ -105,6 +111,113 @@ OCTET_AVX512_INLINE void mx_group(const In* __restrict x, int64_t n, uint8_t* __
   }
 }
 
+// ---- MX from bf16 in 16-bit lanes ------------------------------------------------------
+// A block of 32 bf16 values is one vector. Times its block's multiplier 2^k (an E8M0 scale's
+// inverse) a bf16 is exact: k added to its exponent field. And the product's code comes from
+// its bf16 bits as encode16 gets it from f32 bits (Fp8Vec::bias16: same rounding, same ties),
+// so 32 values take the vector ops encode16 spends on 16, with no widening to f32. Lanes this
+// does not cover send their vector to the f32 way (mx_encode32_f32, bit for bit mx_encode's):
+// x a bf16 subnormal, or a product below FP8's smallest normal (FP8 subnormals and the ±0
+// flushes; with E4M3 a value under about amax 2^-14) or past f32's range. Groups holding Inf
+// or NaN take mx_group whole.
+
+// 32 values of one block (k: the live lanes) by the f32 way: encode16 on each half.
+template <bool kE4M3, bool kFull>
+[[gnu::noinline]] OCTET_AVX512_TARGET void mx_encode32_f32(const uint16_t* __restrict x,
+                                                           __mmask32 k, uint8_t* __restrict out,
+                                                           __m512 mult, __m512i limit) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const auto kh = static_cast<__mmask16>(k >> (16 * h));
+    const __m512 v = _mm512_mul_ps(load16<kFull>(x + 16 * h, kh), mult);
+    store16<kFull>(out + 16 * h, kh, encode16<kE4M3, false>(v, limit));
+  }
+}
+
+// One block: x times 2^k (`shift`: k << 7 in every 16-bit lane; `mult`: 2^k in every f32 lane).
+template <bool kE4M3, bool kFull>
+OCTET_AVX512_INLINE void mx_encode32_bf16(const uint16_t* __restrict x, __mmask32 k,
+                                          uint8_t* __restrict out, __m512i shift, __m512 mult,
+                                          __m512i limit16, __m512i limit32) {
+  using F = Fp8Vec<kE4M3>;
+  const __m512i xv = kFull ? _mm512_loadu_si512(x) : _mm512_maskz_loadu_epi16(k, x);
+  const __m512i mag = _mm512_and_si512(xv, _mm512_set1_epi16(0x7FFF));
+  const __m512i scaled = _mm512_add_epi16(mag, shift);
+  const __mmask32 nonzero = _mm512_test_epi16_mask(mag, mag);
+  // Signed: a product past f32's range wraps to negative.
+  const __mmask32 uncovered =
+      _mm512_mask_cmplt_epi16_mask(nonzero, scaled,
+                                   _mm512_set1_epi16(static_cast<int16_t>(F::min_normal16))) |
+      _mm512_mask_cmplt_epu16_mask(nonzero, mag, _mm512_set1_epi16(0x0080));
+  if (uncovered != 0) [[unlikely]] {
+    mx_encode32_f32<kE4M3, kFull>(x, k, out, mult, limit32);
+    return;
+  }
+  __m512i r = _mm512_add_epi16(scaled, _mm512_set1_epi16(static_cast<int16_t>(F::bias16)));
+  const __mmask32 odd = _mm512_test_epi16_mask(scaled, _mm512_set1_epi16(1 << F::shift16));
+  r = _mm512_mask_add_epi16(r, odd, r, _mm512_set1_epi16(1));
+  // ±0 stays 0 (its lanes zeroed); the clamp is encode16's (overflow and ±Inf products).
+  __m512i code = _mm512_maskz_min_epu16(nonzero, _mm512_srli_epi16(r, F::shift16), limit16);
+  code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(xv, 8), _mm512_set1_epi16(0x80), 0xF8);
+  if constexpr (kFull) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(code));
+  } else {
+    _mm512_mask_cvtepi16_storeu_epi8(out, k, code);
+  }
+}
+
+// kBlocks blocks (n <= 32 kBlocks values; kFull: n == 32 kBlocks) as mx_group does them;
+// false, having written nothing, where a block holds Inf or NaN.
+template <bool kE4M3, int kBlocks, bool kFull>
+OCTET_AVX512_INLINE bool mx_group_bf16(const uint16_t* __restrict x, int64_t n,
+                                       uint8_t* __restrict out, uint8_t* __restrict scale_inv,
+                                       float fp8_max, __m512i limit16, __m512i limit32,
+                                       __m512i& row_max) {
+  static_assert(kBlocks == 16 || kBlocks == 8);
+  __mmask32 k[kBlocks];
+#pragma GCC unroll 16
+  for (int b = 0; b < kBlocks; ++b) {
+    const int64_t left = n - 32 * b;
+    k[b] = kFull || left >= 32 ? ~__mmask32{0}
+                               : (left <= 0 ? __mmask32{0} : (__mmask32{1} << left) - 1);
+  }
+  // Lane j of m[b]: the max of the block's values 2j and 2j + 1 in its upper 16 bits.
+  __m512i m[16];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) {
+    if (b >= kBlocks || (!kFull && k[b] == 0)) {
+      m[b] = _mm512_setzero_si512();
+      continue;
+    }
+    const __m512i v =
+        kFull ? _mm512_loadu_si512(x + 32 * b) : _mm512_maskz_loadu_epi16(k[b], x + 32 * b);
+    const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
+    m[b] = _mm512_max_epu32(mag, _mm512_slli_epi32(mag, 16));
+  }
+  const __m512i amax =
+      _mm512_and_si512(block_max16_of(m), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  if (_mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(0x7F800000)) != 0) return false;
+  row_max = _mm512_max_epu32(row_max, amax);
+  const __m512i e = e8m0_from_amax_bits(amax, fp8_max);
+  const __mmask16 blocks = kFull ? static_cast<__mmask16>((1u << kBlocks) - 1)
+                                 : static_cast<__mmask16>((1u << ((n + 31) / 32)) - 1);
+  _mm512_mask_cvtepi32_storeu_epi8(scale_inv, blocks, e);
+  const __m512 mult = e8m0_multiplier(e);
+  // (127 - e) << 7 in both 16-bit halves of each lane: one vpermd broadcasts a block's.
+  const __m512i lo = _mm512_and_si512(
+      _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), e), 7), _mm512_set1_epi32(0xFFFF));
+  const __m512i shifts = _mm512_or_si512(lo, _mm512_slli_epi32(lo, 16));
+#pragma GCC unroll 16
+  for (int b = 0; b < kBlocks; ++b) {
+    if (!kFull && k[b] == 0) break;
+    const __m512i sel = _mm512_set1_epi32(b);
+    mx_encode32_bf16<kE4M3, kFull>(x + 32 * b, k[b], out + 32 * b,
+                                   _mm512_permutexvar_epi32(sel, shifts),
+                                   _mm512_permutexvar_ps(sel, mult), limit16, limit32);
+  }
+  return true;
+}
+
 // One row of `cols` values quantized in MX blocks of 32: out[c] the code of x[c] times its
 // block's multiplier, scale_inv[b] the block's E8M0 code; amax_bits takes the max |x| bits,
 // and with kCount saturated/flushed as encode_run counts them.
@@ -117,6 +230,35 @@ inline OCTET_AVX512_TARGET void mx_row(const In* __restrict x, int64_t cols,
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   constexpr int64_t kGroup = 16 * 32;  // sixteen blocks
   __m512i row_max = _mm512_setzero_si512();
+  if constexpr (std::is_same_v<In, uint16_t> && !kCount) {
+    // bf16 without counts: the 16-bit lanes' way, groups with Inf or NaN by mx_group.
+    const __m512i limit16 =
+        _mm512_set1_epi16(static_cast<int16_t>(saturate ? f.max_code : f.max_code + 1));
+    __m512i none = _mm512_setzero_si512();
+    int64_t c0 = 0;
+    for (; cols - c0 >= kGroup; c0 += kGroup) {
+      if (!mx_group_bf16<kE4M3, 16, true>(x + c0, kGroup, out + c0, scale_inv + c0 / 32, fp8_max,
+                                          limit16, limit, row_max))
+        mx_group<In, kE4M3, false, 32, true>(x + c0, kGroup, out + c0, scale_inv + c0 / 32, fp8_max,
+                                             limit, row_max, none, none);
+    }
+    if (cols - c0 >= kGroup / 2) {
+      if (!mx_group_bf16<kE4M3, 8, true>(x + c0, kGroup / 2, out + c0, scale_inv + c0 / 32, fp8_max,
+                                         limit16, limit, row_max))
+        mx_group<In, kE4M3, false, 16, true>(x + c0, kGroup / 2, out + c0, scale_inv + c0 / 32,
+                                             fp8_max, limit, row_max, none, none);
+      c0 += kGroup / 2;
+    }
+    if (c0 < cols) {
+      if (!mx_group_bf16<kE4M3, 8, false>(x + c0, cols - c0, out + c0, scale_inv + c0 / 32, fp8_max,
+                                          limit16, limit, row_max))
+        mx_group<In, kE4M3, false, 16, false>(x + c0, cols - c0, out + c0, scale_inv + c0 / 32,
+                                              fp8_max, limit, row_max, none, none);
+    }
+    const uint32_t m = static_cast<uint32_t>(_mm512_reduce_max_epu32(row_max));
+    if (m > amax_bits) amax_bits = m;
+    return;
+  }
   // Counts per lane, summed every kChunk values (at most 2^16 per lane in between).
   constexpr int64_t kChunk = int64_t{1} << 20;
   for (int64_t chunk = 0; chunk < cols; chunk += kChunk) {
