@@ -5,9 +5,10 @@
 // per-block loop stays for the others), and the 32 x 32 word transpose with which the avx512
 // variant makes xᵀ's rows for 1 x N grids. Only included on x86-64 GCC/clang; the functions
 // carry their own target.
-// defines: cpu::avx512::mx_row, cpu::avx512::transpose32_words
+// defines: cpu::avx512::mx_row, cpu::avx512::scaled_row, cpu::avx512::transpose32_words
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -286,6 +287,57 @@ inline OCTET_AVX512_TARGET void mx_row(const In* __restrict x, int64_t cols,
   }
   const uint32_t m = static_cast<uint32_t>(_mm512_reduce_max_epu32(row_max));
   if (m > amax_bits) amax_bits = m;
+}
+
+// ---- 1 x N blocks with f32 scales ------------------------------------------------------
+// One row in blocks of bc values (32 <= bc < 256, a multiple of 16: rows of 64-176 values,
+// 1 x 128) with f32 scales (fp8_max / amax, pow2: its power of two), as mx_row does MX:
+// sixteen blocks' amaxes reduced into one vector, their scales lane-wise (block_scales16),
+// then each block's run encoded with its multiplier broadcast. The generic loop it replaces
+// wrote a multiplier per value and read it back in the encode. scale_inv[b]: the bits of
+// the f32 1 / scale; amax_bits, saturated and flushed as encode_run has them.
+template <class In, bool kE4M3, bool kCount>
+inline OCTET_AVX512_TARGET void scaled_row(const In* __restrict x, int64_t cols, int64_t bc,
+                                           uint8_t* __restrict out, uint32_t* __restrict scale_inv,
+                                           float fp8_max, bool pow2, bool saturate,
+                                           uint32_t& amax_bits, uint64_t& saturated,
+                                           uint64_t& flushed) {
+  for (int64_t c0 = 0; c0 < cols; c0 += 16 * bc) {
+    const int64_t blocks = std::min<int64_t>(16, (cols - c0 + bc - 1) / bc);
+    __m512i m[16];
+#pragma GCC unroll 16
+    for (int b = 0; b < 16; ++b) {
+      __m512i v = _mm512_setzero_si512();
+      if (b < blocks) {
+        const In* xb = x + c0 + b * bc;
+        const int64_t w = std::min(bc, cols - c0 - b * bc);
+        int64_t i = 0;
+        for (; i + 16 <= w; i += 16)
+          v = _mm512_max_epu32(v, mag16<true>(xb + i, __mmask16{0xFFFF}));
+        if (i < w)
+          v = _mm512_max_epu32(v,
+                               mag16<false>(xb + i, static_cast<__mmask16>((1u << (w - i)) - 1)));
+      }
+      m[b] = v;
+    }
+    const __m512i amax = block_max16_of(m);  // lanes past `blocks`: 0
+    const uint32_t group_max = static_cast<uint32_t>(_mm512_reduce_max_epu32(amax));
+    if (group_max > amax_bits) amax_bits = group_max;
+    __m512i inv;
+    alignas(64) float mult[16];
+    _mm512_store_ps(mult, block_scales16(amax, false, fp8_max, pow2, inv));
+    _mm512_mask_storeu_epi32(scale_inv + c0 / bc, static_cast<__mmask16>((1u << blocks) - 1), inv);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t c = c0 + b * bc, w = std::min(bc, cols - c);
+      if (group_max <= 0x7F800000u) {  // no NaN: encode_run's select left out
+        encode_run_as<In, kE4M3, kCount, false>(x + c, out + c, w, mult[b], saturate, saturated,
+                                                flushed);
+      } else {
+        encode_run_as<In, kE4M3, kCount, true>(x + c, out + c, w, mult[b], saturate, saturated,
+                                               flushed);
+      }
+    }
+  }
 }
 
 // out[c * ldo + r] = in[r * ld + c] for a block of `rows` x `cols` 16-bit words (both <= 32):

@@ -261,6 +261,14 @@ struct Band {
                                           j.saturate, st->amax_bits, st->saturated, st->flushed);
         return;
       }
+      // Rows of at least four such blocks (with fewer, its sixteen-lane scale set-up costs more
+      // than the generic loop's): the same file.
+      if (h == 1 && !j.e8m0 && bc >= 32 && bc < kNarrowBlock && bc % 16 == 0 && cols >= 4 * bc) {
+        avx512::scaled_row<In, kE4M3, kCount>(x, cols, bc, out, static_cast<uint32_t*>(scale_inv),
+                                              j.fp8_max, j.pow2, j.saturate, st->amax_bits,
+                                              st->saturated, st->flushed);
+        return;
+      }
     }
     if constexpr (kIsa == Isa::avx2) {
       if (h == 1 && bc == 32 && j.e8m0) {  // MX: kernels/cpu/mx_blocks_avx2.h
