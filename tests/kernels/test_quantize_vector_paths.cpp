@@ -327,7 +327,30 @@ constexpr int64_t kShapes[][2] = {{1, 1},   {3, 33},    {33, 100}, {64, 64},
                                   {97, 1},  {130, 257}, {200, 96}, {300, 420},
                                   {3, 800}, {5, 1100},  {2, 1536}, {1100, 70}};
 
-// quantize() under OCTET_CPU_ISA=`level` against `below`, every output byte for byte.
+// One run of quantize() under OCTET_CPU_ISA=`level` against `below`, every output byte for byte.
+void expect_same_outputs(const char* level, const char* below, const std::vector<float>& x,
+                         int64_t rows, int64_t cols, const QuantizeRun& run) {
+  Quantized want, got;
+  {
+    testing::ScopedEnv isa("OCTET_CPU_ISA", below);
+    want = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+  }
+  {
+    testing::ScopedEnv isa("OCTET_CPU_ISA", level);
+    got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+  }
+  expect_same(got.data, want.data, "data");
+  expect_same(got.data_t, want.data_t, "data_t");
+  expect_same(got.scale_inv_raw, want.scale_inv_raw, "scale_inv");
+  expect_same(got.scale_inv_t_raw, want.scale_inv_t_raw, "scale_inv_t");
+  EXPECT_EQ(f32_bits(got.amax), f32_bits(want.amax)) << "amax";
+  if (run.counts) {
+    EXPECT_EQ(got.saturated, want.saturated) << "saturated";
+    EXPECT_EQ(got.flushed, want.flushed) << "flushed";
+  }
+}
+
+// quantize() under OCTET_CPU_ISA=`level` against `below` on every grid, shape and input class.
 void expect_level_matches_the_one_below(const char* level, const char* below) {
   testing::Rng rng(testing::fresh_seed());
   for (const auto& [rows, cols] : kShapes) {
@@ -347,25 +370,40 @@ void expect_level_matches_the_one_below(const char* level, const char* below) {
           run.overflow = overflow;
           run.counts = counts;
           run.power_of_two_scales = !qc.grid.e8m0 && overflow == Overflow::nonfinite;
-          Quantized want, got;
-          {
-            testing::ScopedEnv isa("OCTET_CPU_ISA", below);
-            want = testing::quantize_on(Device::cpu(), x, rows, cols, run);
-          }
-          {
-            testing::ScopedEnv isa("OCTET_CPU_ISA", level);
-            got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
-          }
-          expect_same(got.data, want.data, "data");
-          expect_same(got.data_t, want.data_t, "data_t");
-          expect_same(got.scale_inv_raw, want.scale_inv_raw, "scale_inv");
-          expect_same(got.scale_inv_t_raw, want.scale_inv_t_raw, "scale_inv_t");
-          EXPECT_EQ(f32_bits(got.amax), f32_bits(want.amax)) << "amax";
-          if (counts) {
-            EXPECT_EQ(got.saturated, want.saturated) << "saturated";
-            EXPECT_EQ(got.flushed, want.flushed) << "flushed";
-          }
+          expect_same_outputs(level, below, x, rows, cols, run);
         }
+      }
+    }
+  }
+}
+
+// Every finite bf16 value, both signs, in MX blocks under each of a set of block maxima
+// 2^big (the block's first value; the others, at most 2^big in magnitude, follow in order):
+// products over the whole normal range, every FP8 subnormal with its ties (even and odd
+// quotients), the flushes to ±0, f32 underflows, and the bf16 subnormals; both formats and
+// overflow modes, with and without counts, data and the transposed copy.
+void expect_every_bf16_in_mx_matches(const char* level, const char* below) {
+  for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+    for (int big : {-126, -100, -20, 0, 20, 100, 127}) {
+      SCOPED_TRACE(std::string(dtype_name(fp8)) + " block max 2^" + std::to_string(big));
+      const float max = std::ldexp(1.0f, big);
+      std::vector<float> x;
+      for (uint32_t bits = 0; bits < 0x7F80; ++bits) {
+        const float v = bf16_to_f32(static_cast<uint16_t>(bits));
+        if (v > max) break;
+        for (float signed_v : {v, -v}) {
+          if (x.size() % 32 == 0) x.push_back(max);
+          x.push_back(signed_v);
+        }
+      }
+      while (x.size() % 64 != 0) x.push_back(0.0f);
+      const int64_t cols = 64, rows = static_cast<int64_t>(x.size()) / cols;
+      for (auto [overflow, counts] :
+           {std::pair{Overflow::saturate, false}, std::pair{Overflow::nonfinite, true}}) {
+        QuantizeRun run = testing::make_run(testing::kMxGrid, fp8, DType::bf16, true);
+        run.overflow = overflow;
+        run.counts = counts;
+        expect_same_outputs(level, below, x, rows, cols, run);
       }
     }
   }
@@ -374,6 +412,16 @@ void expect_level_matches_the_one_below(const char* level, const char* below) {
 TEST(QuantizeVectorPaths, Avx512OutputsMatchTheAvx2VariantByteForByte) {
   if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
   expect_level_matches_the_one_below("avx512", "avx2");
+}
+
+TEST(QuantizeVectorPaths, Avx512MxOfEveryBf16ValueMatchesTheBaseline) {
+  if (!has_avx512()) GTEST_SKIP() << "this CPU has no AVX-512 (f, bw, vl, dq)";
+  expect_every_bf16_in_mx_matches("avx512", "baseline");
+}
+
+TEST(QuantizeVectorPaths, Avx2MxOfEveryBf16ValueMatchesTheBaseline) {
+  if (!has_avx2()) GTEST_SKIP() << "this CPU has no AVX2 (with fma, f16c, bmi2)";
+  expect_every_bf16_in_mx_matches("avx2", "baseline");
 }
 
 TEST(QuantizeVectorPaths, Avx2OutputsMatchTheBaselineVariantByteForByte) {
