@@ -1,10 +1,10 @@
 // kernels/cpu/mx_blocks_avx512.h: the MX row-wise quantize (1 x 32 blocks, E8M0 scales) of
 // one row with AVX-512 vector ops only: sixteen blocks at a time, their amaxes reduced into
 // one vector, their E8M0 codes and multipliers computed lane-wise
-// (kernels/cpu/block_scales_avx512.h), the avx512 variant's Band::run for MX (the scalar
-// per-block loop stays for the others), and the 32 x 32 word transpose with which the avx512
-// variant makes xᵀ's rows for 1 x N grids. Only included on x86-64 GCC/clang; the functions
-// carry their own target.
+// (kernels/cpu/block_scales_avx512.h), the avx512 variant's Band::run for MX; the same for
+// 1 x N rows with f32 scales (scaled_row; the generic loop stays for the other grids); and the
+// 32 x 32 word transpose with which the avx512 variant makes xᵀ's rows for 1 x N grids. Only
+// included on x86-64 GCC/clang; the functions carry their own target.
 // defines: cpu::avx512::mx_row, cpu::avx512::scaled_row, cpu::avx512::transpose32_words
 #pragma once
 
