@@ -167,10 +167,10 @@ OCTET_AVX512_INLINE void mx_encode32_bf16(const uint16_t* __restrict x, __mmask3
   }
 }
 
-// kBlocks blocks (n <= 32 kBlocks values; kFull: n == 32 kBlocks) as mx_group does them;
-// false, having written nothing, where a block holds Inf or NaN.
+// kBlocks blocks (n <= 32 kBlocks values; kFull: n == 32 kBlocks) as mx_group does them
+// (mx_group itself where a block holds Inf or NaN).
 template <bool kE4M3, int kBlocks, bool kFull>
-OCTET_AVX512_INLINE bool mx_group_bf16(const uint16_t* __restrict x, int64_t n,
+OCTET_AVX512_INLINE void mx_group_bf16(const uint16_t* __restrict x, int64_t n,
                                        uint8_t* __restrict out, uint8_t* __restrict scale_inv,
                                        float fp8_max, __m512i limit16, __m512i limit32,
                                        __m512i& row_max) {
@@ -197,7 +197,12 @@ OCTET_AVX512_INLINE bool mx_group_bf16(const uint16_t* __restrict x, int64_t n,
   }
   const __m512i amax =
       _mm512_and_si512(block_max16_of(m), _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-  if (_mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(0x7F800000)) != 0) return false;
+  if (_mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(0x7F800000)) != 0) {
+    __m512i none = _mm512_setzero_si512();  // no counts
+    mx_group<uint16_t, kE4M3, false, 2 * kBlocks, kFull>(x, n, out, scale_inv, fp8_max, limit32,
+                                                         row_max, none, none);
+    return;
+  }
   row_max = _mm512_max_epu32(row_max, amax);
   const __m512i e = e8m0_from_amax_bits(amax, fp8_max);
   const __mmask16 blocks = kFull ? static_cast<__mmask16>((1u << kBlocks) - 1)
@@ -216,7 +221,6 @@ OCTET_AVX512_INLINE bool mx_group_bf16(const uint16_t* __restrict x, int64_t n,
                                    _mm512_permutexvar_epi32(sel, shifts),
                                    _mm512_permutexvar_ps(sel, mult), limit16, limit32);
   }
-  return true;
 }
 
 // One row of `cols` values quantized in MX blocks of 32: out[c] the code of x[c] times its
@@ -232,29 +236,22 @@ inline OCTET_AVX512_TARGET void mx_row(const In* __restrict x, int64_t cols,
   constexpr int64_t kGroup = 16 * 32;  // sixteen blocks
   __m512i row_max = _mm512_setzero_si512();
   if constexpr (std::is_same_v<In, uint16_t> && !kCount) {
-    // bf16 without counts: the 16-bit lanes' way, groups with Inf or NaN by mx_group.
+    // bf16 without counts: the 16-bit lanes' way.
     const __m512i limit16 =
         _mm512_set1_epi16(static_cast<int16_t>(saturate ? f.max_code : f.max_code + 1));
-    __m512i none = _mm512_setzero_si512();
     int64_t c0 = 0;
     for (; cols - c0 >= kGroup; c0 += kGroup) {
-      if (!mx_group_bf16<kE4M3, 16, true>(x + c0, kGroup, out + c0, scale_inv + c0 / 32, fp8_max,
-                                          limit16, limit, row_max))
-        mx_group<In, kE4M3, false, 32, true>(x + c0, kGroup, out + c0, scale_inv + c0 / 32, fp8_max,
-                                             limit, row_max, none, none);
+      mx_group_bf16<kE4M3, 16, true>(x + c0, kGroup, out + c0, scale_inv + c0 / 32, fp8_max,
+                                     limit16, limit, row_max);
     }
     if (cols - c0 >= kGroup / 2) {
-      if (!mx_group_bf16<kE4M3, 8, true>(x + c0, kGroup / 2, out + c0, scale_inv + c0 / 32, fp8_max,
-                                         limit16, limit, row_max))
-        mx_group<In, kE4M3, false, 16, true>(x + c0, kGroup / 2, out + c0, scale_inv + c0 / 32,
-                                             fp8_max, limit, row_max, none, none);
+      mx_group_bf16<kE4M3, 8, true>(x + c0, kGroup / 2, out + c0, scale_inv + c0 / 32, fp8_max,
+                                    limit16, limit, row_max);
       c0 += kGroup / 2;
     }
     if (c0 < cols) {
-      if (!mx_group_bf16<kE4M3, 8, false>(x + c0, cols - c0, out + c0, scale_inv + c0 / 32, fp8_max,
-                                          limit16, limit, row_max))
-        mx_group<In, kE4M3, false, 16, false>(x + c0, cols - c0, out + c0, scale_inv + c0 / 32,
-                                              fp8_max, limit, row_max, none, none);
+      mx_group_bf16<kE4M3, 8, false>(x + c0, cols - c0, out + c0, scale_inv + c0 / 32, fp8_max,
+                                     limit16, limit, row_max);
     }
     const uint32_t m = static_cast<uint32_t>(_mm512_reduce_max_epu32(row_max));
     if (m > amax_bits) amax_bits = m;
