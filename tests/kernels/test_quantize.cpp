@@ -1,5 +1,6 @@
 // tests/kernels/test_quantize.cpp: quantize/dequantize bit for bit against a plain reference.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -402,6 +403,42 @@ TEST(QuantizeKernelCpu, EveryInstructionSetVariantMatchesTheReference) {
     setenv("OCTET_CPU_ISA", restore.c_str(), 1);
   } else {
     unsetenv("OCTET_CPU_ISA");
+  }
+}
+
+// The transposed copy of per-row-scaled xᵀ (the row recipe) where x has few columns is cut
+// into row slabs when the column chunks are too few for the threads: the slabs' column maxima
+// meet before any encodes. On 1 to 8 threads (one chunk of columns to more chunks than two per
+// thread, slabs of one tile to many, a last slab and chunk that are short), with a NaN in the
+// last row's column, whose scale it must poison: the reference's bytes, the same on every count.
+TEST(QuantizeKernelCpu, TransposedRowCopyMatchesTheReferenceOnEveryThreadCount) {
+  testing::Rng rng(testing::fresh_seed());
+  const int saved = omp_get_max_threads();
+  const int64_t shapes[][2] = {{2048, 64}, {4100, 24}, {1000, 160}, {300, 250}, {130, 520}};
+  for (const auto& shape : shapes) {
+    const int64_t rows = shape[0], cols = shape[1];
+    for (DType in : {DType::bf16, DType::f32}) {
+      for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+        std::vector<float> x =
+            testing::random_matrix(testing::Distribution::heavy_tailed, rows * cols, in, rng);
+        x[(rows - 1) * cols + cols / 2] = NAN;
+        const QuantizeRun run = testing::make_run(testing::kRowGrid, fp8, in, true);
+        const Quantized want_t =
+            testing::quantize_reference(testing::transposed(x, rows, cols), cols, rows, run);
+        for (int threads : {1, 2, 3, 4, 8}) {
+          SCOPED_TRACE(std::string(dtype_name(in)) + "->" + dtype_name(fp8) + " [" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "] on " +
+                       std::to_string(threads) + " threads");
+          omp_set_num_threads(threads);
+          const Quantized got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+          omp_set_num_threads(saved);
+          expect_same_bytes(got.data_t, want_t.data, rows, 1, "data_t");
+          expect_same_bytes(got.scale_inv_t_raw, want_t.scale_inv_raw, 1, 4, "scale_inv_t");
+          expect_matches_reference(got, x, rows, cols, run);
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
   }
 }
 

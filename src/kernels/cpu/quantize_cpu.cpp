@@ -2,7 +2,8 @@
 
 // Two passes over each block (block amaxes, then scale and encode), with the inner
 // loops compiled once per x86 instruction-set level like kernels/cpu/convert_cpu.cpp;
-// OpenMP runs over row bands, or over chunks of the tensor for per-tensor scales.
+// OpenMP runs over row bands, or over chunks of the tensor for per-tensor scales, and
+// the per-row-scaled transposed copy of a narrow x over slabs of its rows as well.
 // No allocation: per-block amaxes live in the scale_inv output until they become
 // scales, tiles live on the stack.
 
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
@@ -80,6 +82,14 @@ struct TransposedTask {
   void* scale_inv_t;   // [ceil(cols / block_w), scale_cols]
   int64_t scale_cols;  // number of xᵀ block columns (= row bands of x)
   int64_t band;        // this task's xᵀ block column
+  // One band (block_h >= rows: per-row scales of xᵀ) split over slabs of rows, for shapes
+  // whose columns alone are too few tasks for the threads (quantize_transposed_slabs):
+  // `maxima` max-es the task's column maxima into col_max and stops; `encode` takes its
+  // blocks' amaxes from col_max ([cols], every row's) and writes scale_inv_t only where
+  // writes_scales (one slab), the other slabs computing the same scales for themselves.
+  enum class Split : uint8_t { none, maxima, encode } split = Split::none;
+  uint32_t* col_max = nullptr;
+  bool writes_scales = true;
 };
 
 // ---- element helpers (inlined into each instruction-set variant) -------------
@@ -384,10 +394,14 @@ struct Transposed {
     const bool unit_w = t.block_w == 1;
     alignas(64) uint32_t block_max[kMaxBands][kTile];
     alignas(64) float block_mult[kMaxBands][kTile];
+    using Split = TransposedTask::Split;
     for (int64_t band = 0; band < nbands; ++band) {
       for (int64_t b = 0; b < nb; ++b) block_max[band][b] = 0;
     }
-    for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
+    if (t.split == Split::encode) {  // one band of one-column blocks: the maxima of every row
+      for (int64_t b = 0; b < nb; ++b) block_max[0][b] = t.col_max[t.c0 + b];
+    }
+    for (int64_t s0 = 0; s0 < t.w && t.split != Split::encode; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
       for (int64_t band = 0; band < nbands; ++band) {
         alignas(64) uint32_t col_max[kTile] = {};
@@ -406,14 +420,26 @@ struct Transposed {
         }
       }
     }
+    if (t.split == Split::maxima) {
+      for (int64_t b = 0; b < nb; ++b) {
+        std::atomic_ref<uint32_t> m(t.col_max[t.c0 + b]);
+        uint32_t seen = m.load(std::memory_order_relaxed);
+        while (seen < block_max[0][b] &&
+               !m.compare_exchange_weak(seen, block_max[0][b], std::memory_order_relaxed)) {
+        }
+      }
+      return;
+    }
     uint32_t task_max = 0;  // bounds |x| in the task: the encoders' NaN select
     for (int64_t band = 0; band < nbands; ++band) {
       for (int64_t b = 0; b < nb; ++b) task_max = std::max(task_max, block_max[band][b]);
     }
+    alignas(64) uint32_t unwritten[kTile];  // the scales of a slab that does not write them
     for (int64_t band = 0; band < nbands; ++band) {
       const int64_t first = t.c0 / t.block_w * t.scale_cols + t.band + band;  // of block 0
-      block_scales<kIsa>(j, block_max[band], nb, block_mult[band], t.scale_inv_t,
-                         [&](int64_t b) { return first + b * t.scale_cols; });
+      block_scales<kIsa>(j, block_max[band], nb, block_mult[band],
+                         t.writes_scales ? t.scale_inv_t : static_cast<void*>(unwritten),
+                         [&](int64_t b) { return t.writes_scales ? first + b * t.scale_cols : b; });
     }
     for (int64_t s0 = 0; s0 < t.w; s0 += kTile) {
       const int64_t sw = std::min(kTile, t.w - s0);
@@ -676,6 +702,44 @@ void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const Quant
   st = {amax_bits, saturated, flushed};
 }
 
+// The transposed copy of one band of one-column blocks (per-row scales of xᵀ) whose column
+// chunks are fewer than two per thread (the row recipe's 64- to 352-wide activations and
+// gradients: one to six chunks, the first thread doing most or all of the work): each row slab
+// of each chunk max-es its column maxima into col_max, then, after the barrier, encodes its
+// tiles with the scales of every row's maxima. The maximum does not depend on the order, so
+// neither do the outputs on the thread count.
+constexpr int64_t kMaxSlabColumns = 4096;
+void quantize_transposed_slabs(const Kernels& k, const Job& j, const TransposedTask& base,
+                               int64_t chunks, int64_t task_w, int threads) {
+  alignas(64) uint32_t col_max[kMaxSlabColumns];
+  std::fill_n(col_max, base.cols, 0u);
+  // About four tasks a thread, slabs of whole tiles.
+  const int64_t want = std::max<int64_t>(1, (4 * threads + chunks - 1) / chunks);
+  const int64_t tiles = (base.rows + kTile - 1) / kTile;
+  const int64_t slab_h = (tiles + std::min(want, tiles) - 1) / std::min(want, tiles) * kTile;
+  const int64_t slabs = (base.rows + slab_h - 1) / slab_h;
+  auto task = [&](int64_t slab, int64_t c, TransposedTask::Split split) {
+    TransposedTask t = base;
+    t.r0 = slab * slab_h;
+    t.h = std::min(slab_h, base.rows - t.r0);
+    t.c0 = c * task_w;
+    t.w = std::min(task_w, base.cols - t.c0);
+    t.split = split;
+    t.col_max = col_max;
+    t.writes_scales = slab == 0;
+    k.transposed(j, t);
+  };
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t slab = 0; slab < slabs; ++slab)
+      for (int64_t c = 0; c < chunks; ++c) task(slab, c, TransposedTask::Split::maxima);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t slab = 0; slab < slabs; ++slab)
+      for (int64_t c = 0; c < chunks; ++c) task(slab, c, TransposedTask::Split::encode);
+  }
+}
+
 // xᵀ quantized with the grid applied to xᵀ. Where that grid covers x with the same
 // blocks as x's own grid (per tensor, NxN) the scales are the same and the result
 // is the transpose of data and scale_inv, bit for bit; otherwise (row, 1xN, MX)
@@ -736,6 +800,12 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   base.scale_inv_t = out.scale_inv_t.data;
   base.scale_cols = bands;
   base.block_h = block_h;
+  const int threads = omp_get_max_threads();
+  if (threads > 1 && bands == 1 && block_w == 1 && chunks < 2 * threads &&
+      cols <= kMaxSlabColumns && rows > kTile && rows * cols > kParallelElements) {
+    quantize_transposed_slabs(k, j, base, chunks, task_w, threads);
+    return;
+  }
 #pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
   for (int64_t b = 0; b < tasks; ++b) {
     for (int64_t c = 0; c < chunks; ++c) {
