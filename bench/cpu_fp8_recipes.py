@@ -3,7 +3,8 @@
 octet binaries (say main's and a branch's), interleaved in one run so that all of them see the
 same machine load: per repetition, per thread count, each binary runs `octet bench step
 --precision bf16,fp8 --recipe <all>` once. Prints a markdown table of the median step time and
-the median of the per-run fp8 / bf16 step-time ratios (bf16 and fp8 timed in the same call).
+the median of the per-run fp8 / bf16 step-time ratios (bf16 and fp8 timed in the same call),
+then one of the fastest call's step time and the ratio of the fastest fp8 to the fastest bf16.
 
   python bench/cpu_fp8_recipes.py --octet main=/path/octet --octet new=build-cpu/octet \\
       --model bench/cpu_w256.json --batch 8 --seq 256 --threads 1 2 --reps 3
@@ -69,6 +70,20 @@ def main():
                 ratio = statistics.median(ratios[(label, threads, name)])
                 cells.append(f"{ms:.0f} ({ratio:.2f}x)")
             print(f"| {threads} | {label} | {bf16:.0f} | " + " | ".join(cells) + " |")
+    # Interference from other tenants only ever adds time: the fastest call of each is the
+    # estimate least moved by it (a machine whose 2-thread ratios move by 0.1 between calls).
+    print(f"\nThe fastest of the {args.reps} calls: its step ms, and fp8 / bf16 of the fastest "
+          "calls\n")
+    print("| threads | binary | bf16 ms | " + " | ".join(RECIPES) + " |")
+    print("| ---: | --- | ---: | " + " | ".join("---:" for _ in RECIPES) + " |")
+    for threads in args.threads:
+        for label, _ in binaries:
+            bf16 = min(samples[(label, threads, "bf16")])
+            cells = []
+            for name in RECIPES:
+                best = min(samples[(label, threads, name)])
+                cells.append(f"{best * 1e3:.1f} ({best / bf16:.2f}x)")
+            print(f"| {threads} | {label} | {bf16 * 1e3:.1f} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
