@@ -59,31 +59,27 @@ def main():
     print(f"\n{args.model} batch {args.batch} x seq {args.seq}, {args.reps} reps x "
           f"({args.warmup} warm-up + {args.steps} timed steps); median step ms, "
           "median fp8/bf16 step-time ratio of the same call\n")
-    print("| threads | binary | bf16 ms | " + " | ".join(RECIPES) + " |")
-    print("| ---: | --- | ---: | " + " | ".join("---:" for _ in RECIPES) + " |")
-    for threads in args.threads:
-        for label, _ in binaries:
-            bf16 = statistics.median(samples[(label, threads, "bf16")]) * 1e3
-            cells = []
-            for name in RECIPES:
-                ms = statistics.median(samples[(label, threads, name)]) * 1e3
-                ratio = statistics.median(ratios[(label, threads, name)])
-                cells.append(f"{ms:.0f} ({ratio:.2f}x)")
-            print(f"| {threads} | {label} | {bf16:.0f} | " + " | ".join(cells) + " |")
+    table(args, binaries, samples, lambda xs: statistics.median(xs) * 1e3, "{:.0f}",
+          lambda key: statistics.median(ratios[key]))
     # Interference from other tenants only ever adds time: the fastest call of each is the
     # estimate least moved by it (a machine whose 2-thread ratios move by 0.1 between calls).
     print(f"\nThe fastest of the {args.reps} calls: its step ms, and fp8 / bf16 of the fastest "
           "calls\n")
+    table(args, binaries, samples, lambda xs: min(xs) * 1e3, "{:.1f}",
+          lambda key: min(samples[key]) / min(samples[key[:2] + ("bf16",)]))
+
+
+def table(args, binaries, samples, ms_of, ms_format, ratio_of):
+    """One markdown table: per thread count and binary, bf16's ms, then each recipe's ms and
+    ratio; ms_of reduces a list of step seconds, ratio_of takes a (label, threads, name) key."""
     print("| threads | binary | bf16 ms | " + " | ".join(RECIPES) + " |")
     print("| ---: | --- | ---: | " + " | ".join("---:" for _ in RECIPES) + " |")
     for threads in args.threads:
         for label, _ in binaries:
-            bf16 = min(samples[(label, threads, "bf16")])
-            cells = []
-            for name in RECIPES:
-                best = min(samples[(label, threads, name)])
-                cells.append(f"{best * 1e3:.1f} ({best / bf16:.2f}x)")
-            print(f"| {threads} | {label} | {bf16 * 1e3:.1f} | " + " | ".join(cells) + " |")
+            bf16 = ms_format.format(ms_of(samples[(label, threads, "bf16")]))
+            cells = [ms_format.format(ms_of(samples[(label, threads, name)])) +
+                     f" ({ratio_of((label, threads, name)):.2f}x)" for name in RECIPES]
+            print(f"| {threads} | {label} | {bf16} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

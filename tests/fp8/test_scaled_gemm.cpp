@@ -548,6 +548,14 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   pow2_scales(tensor_pow2.b);
   EXPECT_EQ(fused_kind(tensor), Fp8FusedKind::row_epilogue);
   EXPECT_EQ(fused_kind(tensor_pow2), Fp8FusedKind::folded);
+  // One scale for A, one per row for B (powers of two): folded, A widened as one run times
+  // its scale (2^5, so that dropping it is far outside the bound), B row by row.
+  ScaledGemm mixed = make(kTensor, kRow);
+  pow2_scales(mixed.b);
+  set_scale(mixed.a, 0, 0x1p5);
+  EXPECT_EQ(fused_kind(mixed), Fp8FusedKind::folded);
+  kernels::cpu::set_fp8_gemm_path(kernels::cpu::Fp8GemmPath::fused);
+  expect_within_bound(run_kernel_gemm(Device::cpu(), mixed), reference(mixed), mixed.describe());
 
   // The scale checks are min/max reductions over the scale bits: one scale anywhere in the
   // grid (first, middle, last cell) that is not a positive finite float, or an E8M0 code of 0

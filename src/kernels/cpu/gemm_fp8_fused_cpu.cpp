@@ -508,26 +508,52 @@ const Loops& pick_loops() {
   return kLoops_baseline;
 }
 
+// Whether an operand is one run of rows x k codes with one scale (unscaled, or one scale for
+// the whole matrix).
+bool one_run(const OperandScales& s, bool apply_scales) {
+  return !apply_scales || (s.grid_rows == 1 && s.grid_cols == 1);
+}
+
+// Runs of codes, each with one scale, widened in one loop over their chunks of 16 Ki codes (32
+// KiB of bf16), not a call per row (rows of 64 or 256 codes spent much of it on the calls).
+// Given both operands (b_n may be 0), B, often a weight too small to be split on its own (192
+// x 64 at tiny), shares the threads with A instead of running on one thread after A's loop.
+template <class Out>
+void widen_pair(const Loops& l, const uint8_t* a, DType a_dtype, int64_t a_n, float a_scale,
+                Out* a_out, const uint8_t* b, DType b_dtype, int64_t b_n, float b_scale,
+                Out* b_out) {
+  constexpr int64_t kChunk = int64_t{1} << 14;
+  const int64_t a_chunks = (a_n + kChunk - 1) / kChunk;
+  const int64_t chunks = a_chunks + (b_n + kChunk - 1) / kChunk;
+  const float* a_table = decode_table(a_dtype);
+  const float* b_table = decode_table(b_dtype);
+#pragma omp parallel for schedule(static) if (a_n + b_n > kParallelElements)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const bool is_a = c < a_chunks;
+    const int64_t begin = (is_a ? c : c - a_chunks) * kChunk;
+    const int64_t n = std::min(kChunk, (is_a ? a_n : b_n) - begin);
+    const uint8_t* in = (is_a ? a : b) + begin;
+    Out* out = (is_a ? a_out : b_out) + begin;
+    const float* table = is_a ? a_table : b_table;
+    const float scale = is_a ? a_scale : b_scale;
+    const bool e4m3 = (is_a ? a_dtype : b_dtype) == DType::e4m3;
+    if constexpr (sizeof(Out) == 2) {
+      l.widen_bf16(in, out, n, table, scale, e4m3);
+    } else {
+      l.widen_f32(in, out, n, table, scale, e4m3);
+    }
+  }
+}
+
 // Widens the [rows, k] FP8 matrix with its scales into bf16 (fold) or f32, row-parallel.
 template <class Out>
 void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_t k,
            const OperandScales& s, bool apply_scales, Out* dst) {
   const float* table = decode_table(dtype);
   const bool e4m3 = dtype == DType::e4m3;
-  if (!apply_scales || (s.grid_rows == 1 && s.grid_cols == 1)) {
-    // One scale for the whole matrix (or none): one run of rows x k codes, cut into chunks,
-    // not a call per row (rows of 64 or 256 codes spent much of it on the calls).
-    const float scale = apply_scales ? s.at(0, 0) : 1.0f;
-    const int64_t n = rows * k, chunks = (n + kParallelElements - 1) / kParallelElements;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
-      if constexpr (sizeof(Out) == 2) {
-        l.widen_bf16(src + begin, dst + begin, count, table, scale, e4m3);
-      } else {
-        l.widen_f32(src + begin, dst + begin, count, table, scale, e4m3);
-      }
-    }
+  if (one_run(s, apply_scales)) {
+    widen_pair(l, src, dtype, rows * k, apply_scales ? s.at(0, 0) : 1.0f, dst, nullptr, dtype, 0,
+               1.0f, static_cast<Out*>(nullptr));
     return;
   }
   // From here on the scales are applied (unscaled operands took the run above).
@@ -605,43 +631,6 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       } else {
         l.widen_f32(src + r * k + s0, dst + r * k + s0, w, table, scale, e4m3);
       }
-    }
-  }
-}
-
-// Whether widen() takes an operand as one run of codes with one scale (unscaled, or one
-// scale for the whole matrix).
-bool one_run(const OperandScales& s, bool apply_scales) {
-  return !apply_scales || (s.grid_rows == 1 && s.grid_cols == 1);
-}
-
-// Both operands as widen()'s one run each, in one loop over the chunks of A and then of B:
-// B, often a weight too small to be split on its own (192 x 64 at tiny), shares the threads
-// with A instead of running on one thread after A's loop. Chunks of 16 Ki codes (32 KiB of
-// bf16) so that the two threads' shares come out even.
-template <class Out>
-void widen_pair(const Loops& l, const uint8_t* a, DType a_dtype, int64_t a_n, float a_scale,
-                Out* a_out, const uint8_t* b, DType b_dtype, int64_t b_n, float b_scale,
-                Out* b_out) {
-  constexpr int64_t kChunk = int64_t{1} << 14;
-  const int64_t a_chunks = (a_n + kChunk - 1) / kChunk;
-  const int64_t chunks = a_chunks + (b_n + kChunk - 1) / kChunk;
-  const float* a_table = decode_table(a_dtype);
-  const float* b_table = decode_table(b_dtype);
-#pragma omp parallel for schedule(static) if (a_n + b_n > kParallelElements)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const bool is_a = c < a_chunks;
-    const int64_t begin = (is_a ? c : c - a_chunks) * kChunk;
-    const int64_t n = std::min(kChunk, (is_a ? a_n : b_n) - begin);
-    const uint8_t* in = (is_a ? a : b) + begin;
-    Out* out = (is_a ? a_out : b_out) + begin;
-    const float* table = is_a ? a_table : b_table;
-    const float scale = is_a ? a_scale : b_scale;
-    const bool e4m3 = (is_a ? a_dtype : b_dtype) == DType::e4m3;
-    if constexpr (sizeof(Out) == 2) {
-      l.widen_bf16(in, out, n, table, scale, e4m3);
-    } else {
-      l.widen_f32(in, out, n, table, scale, e4m3);
     }
   }
 }
@@ -876,12 +865,12 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     return true;
   }
   // Per-row scales are stored one per row: read them directly (at() divides per row).
-  const auto* sa_rows = sa.block_rows == 1 && sa.grid_cols == 1 && !sa.e8m0 && sa.data != nullptr
-                            ? static_cast<const float*>(sa.data)
-                            : nullptr;
-  const auto* sb_rows = sb.block_rows == 1 && sb.grid_cols == 1 && !sb.e8m0 && sb.data != nullptr
-                            ? static_cast<const float*>(sb.data)
-                            : nullptr;
+  auto per_row = [](const OperandScales& x) -> const float* {
+    const bool flat = x.block_rows == 1 && x.grid_cols == 1 && !x.e8m0 && x.data != nullptr;
+    return flat ? static_cast<const float*>(x.data) : nullptr;
+  };
+  const float* sa_rows = per_row(sa);
+  const float* sb_rows = per_row(sb);
   for (int64_t i = 0; i < d.m; ++i)
     row_scale[i] = o.alpha * (sa_rows != nullptr ? sa_rows[i] : sa.at(i, 0));  // 1 rounding
   for (int64_t j = 0; j < d.n; ++j) col_scale[j] = sb_rows != nullptr ? sb_rows[j] : sb.at(j, 0);
