@@ -1,6 +1,7 @@
 // tests/testing.h: what the tests share: the devices every kernel test runs on,
 // seeded random inputs, and float64 reference helpers.
-// defines: all_devices, device_param_name, OCTET_SKIP_WITHOUT, fresh_seed, Rng
+// defines: all_devices, device_param_name, OCTET_SKIP_WITHOUT, fresh_seed, Rng, kU, kUBf16,
+//          gamma, error_of
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 
 namespace octet::testing {
 
@@ -35,6 +37,28 @@ inline uint64_t fresh_seed() {
 }
 
 using Rng = std::mt19937_64;
+
+inline constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (half an ulp, relative)
+inline constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16
+// gamma_n = n u / (1 - n u): the relative error bound of a sum of n + 1 terms rounded with unit
+// roundoff u (fp32's by default), in any order, relative to the sum of their magnitudes
+// (Higham, (3.5)).
+inline double gamma(int64_t n, double u = kU) {
+  return n * u / (1.0 - n * u);
+}
+
+// The message of the octet::Error that `fn` throws; a test failure and "(no error)" when it
+// throws none.
+template <typename F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an octet::Error";
+  return "(no error)";
+}
 
 }  // namespace octet::testing
 

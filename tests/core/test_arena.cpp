@@ -7,18 +7,12 @@
 
 #include "core/arena.h"
 #include "core/error.h"
+#include "testing.h"
 
 namespace octet {
 namespace {
 
-std::string error_of(const auto& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Arena, RegionsAre64ByteAlignedDisjointAndBoundAtAllocate) {
   Arena arena(Device::cpu());

@@ -39,10 +39,6 @@ uint8_t expected(const Fp8Case& f, double x, Overflow mode) {
 const char* mode_name(Overflow mode) {
   return mode == Overflow::saturate ? "saturate" : "nonfinite";
 }
-float bits_f32(uint32_t u) {
-  return f32_from_bits(u);
-}
-
 // Checks one f32 input in both formats and both modes; returns false on the
 // first mismatch so that loops over millions of inputs stop early.
 bool encodes_like_reference(float x) {
@@ -228,8 +224,8 @@ TEST(Fp8Encode, HalfTheSmallestSubnormalRoundsToZeroAndJustAboveRoundsUp) {
       EXPECT_EQ(encode(f, -smallest / 2, mode), 0x80) << f.name;
       EXPECT_EQ(encode(f, std::nextafter(smallest / 2, 1.0f), mode), 0x01) << f.name;
       EXPECT_EQ(encode(f, std::nextafter(smallest / 2, -1.0f), mode), 0x00) << f.name;
-      EXPECT_EQ(encode(f, bits_f32(1), mode), 0x00) << f.name;  // f32 subnormals
-      EXPECT_EQ(encode(f, -bits_f32(1), mode), 0x80) << f.name;
+      EXPECT_EQ(encode(f, f32_from_bits(1), mode), 0x00) << f.name;  // f32 subnormals
+      EXPECT_EQ(encode(f, -f32_from_bits(1), mode), 0x80) << f.name;
     }
   }
 }
@@ -266,9 +262,9 @@ TEST(Fp8Encode, ZerosInfinitiesAndNaNsFollowTheSpec) {
       EXPECT_EQ(encode(f, std::numeric_limits<float>::max(), mode), overflowed) << f.name;
       // Quiet and signalling NaNs with assorted payloads keep their sign.
       for (uint32_t payload : {0x400000u, 0x000001u, 0x7FFFFFu, 0x200000u, 0x000100u, 0x3FFFFFu}) {
-        EXPECT_EQ(encode(f, bits_f32(0x7F800000u | payload), mode), nan)
+        EXPECT_EQ(encode(f, f32_from_bits(0x7F800000u | payload), mode), nan)
             << f.name << " payload 0x" << std::hex << payload;
-        EXPECT_EQ(encode(f, bits_f32(0xFF800000u | payload), mode), 0x80 | nan)
+        EXPECT_EQ(encode(f, f32_from_bits(0xFF800000u | payload), mode), 0x80 | nan)
             << f.name << " payload 0x" << std::hex << payload;
       }
     }
@@ -300,7 +296,7 @@ TEST(Fp8Encode, RuntimeFormatChoiceRejectsNonFp8DTypes) {
 TEST(Fp8Encode, RandomF32BitPatternsRoundLikeTheFloat64Model) {
   testing::Rng rng(testing::fresh_seed());
   for (int i = 0; i < 2'000'000; ++i) {
-    if (!encodes_like_reference(bits_f32(static_cast<uint32_t>(rng())))) return;
+    if (!encodes_like_reference(f32_from_bits(static_cast<uint32_t>(rng())))) return;
   }
 }
 

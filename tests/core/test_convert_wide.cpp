@@ -24,10 +24,6 @@ namespace {
 using testing::kRefBF16;
 using testing::kRefF16;
 
-float bits_f32(uint32_t u) {
-  return f32_from_bits(u);
-}
-
 // NaN results are checked for being NaN with the input's sign (the spec keeps
 // the sign; payloads are the implementation's); everything else bit for bit.
 ::testing::AssertionResult same_16bit_result(float x, uint16_t got, uint16_t want,
@@ -72,7 +68,7 @@ std::vector<float> midpoints_and_neighbours(const testing::RefFormat& ref) {
 
 TEST(BF16, F32ToBF16RoundsToNearestEvenAroundEveryBoundary) {
   for (uint32_t u : bf16_neighbourhood_bits()) {
-    const float x = bits_f32(u);
+    const float x = f32_from_bits(u);
     const auto want = static_cast<uint16_t>(kRefBF16.encode(x, false));
     ASSERT_TRUE(same_16bit_result(x, f32_to_bf16(x), want, kRefBF16));
   }
@@ -81,7 +77,7 @@ TEST(BF16, F32ToBF16RoundsToNearestEvenAroundEveryBoundary) {
 TEST(BF16, NaNStaysQuietNaNWithItsSign) {
   for (uint32_t payload : {0x400000u, 0x000001u, 0x7FFFFFu, 0x00FFFFu, 0x010000u}) {
     for (uint32_t sign : {0u, 0x80000000u}) {
-      const uint16_t b = f32_to_bf16(bits_f32(sign | 0x7F800000u | payload));
+      const uint16_t b = f32_to_bf16(f32_from_bits(sign | 0x7F800000u | payload));
       EXPECT_TRUE(kRefBF16.is_nan(b)) << std::hex << payload;
       EXPECT_EQ(b & 0x8000u, sign >> 16);
       EXPECT_NE(b & 0x0040u, 0u) << "quiet bit";
@@ -92,7 +88,7 @@ TEST(BF16, NaNStaysQuietNaNWithItsSign) {
 TEST(BF16, RandomF32RoundsLikeTheFloat64Model) {
   testing::Rng rng(testing::fresh_seed());
   for (int i = 0; i < 1'000'000; ++i) {
-    const float x = bits_f32(static_cast<uint32_t>(rng()));
+    const float x = f32_from_bits(static_cast<uint32_t>(rng()));
     const auto want = static_cast<uint16_t>(kRefBF16.encode(x, false));
     ASSERT_TRUE(same_16bit_result(x, f32_to_bf16(x), want, kRefBF16));
   }
@@ -166,7 +162,7 @@ TEST(F16, F32ToF16RoundsTiesToEvenAtEveryMidpoint) {
 TEST(F16, RandomF32RoundsLikeTheModelAndF16C) {
   testing::Rng rng(testing::fresh_seed());
   std::vector<float> inputs;
-  for (int i = 0; i < 1'000'000; ++i) inputs.push_back(bits_f32(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 1'000'000; ++i) inputs.push_back(f32_from_bits(static_cast<uint32_t>(rng())));
   // Log-uniform over the f16 range: from below half its smallest subnormal to past max.
   for (int i = 0; i < 1'000'000; ++i) inputs.push_back(testing::log_uniform_f32(rng, -26, 17));
   check_f32_to_f16(inputs);
@@ -216,10 +212,10 @@ TEST(E8M0, EncodeRoundsUpOrDownToAPowerOfTwo) {
   // f32 subnormals (below the E8M0 range), the ends of the range and their neighbours.
   for (uint32_t u : {0x1u, 0x3u, 0x200000u, 0x3FFFFFu, 0x400000u, 0x400001u, 0x7FFFFFu, 0x800000u,
                      0x7F000000u, 0x7F000001u, 0x7F7FFFFFu, 0x3F800001u}) {
-    check_e8m0(bits_f32(u));
+    check_e8m0(f32_from_bits(u));
   }
   testing::Rng rng(testing::fresh_seed());
-  for (int i = 0; i < 1'000'000; ++i) check_e8m0(bits_f32(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 1'000'000; ++i) check_e8m0(f32_from_bits(static_cast<uint32_t>(rng())));
   // Spec facts: 1 = 2^0 is code 127; 3 is between 2^1 and 2^2.
   EXPECT_EQ(f32_to_e8m0(1.0f, ScaleRounding::down), 127);
   EXPECT_EQ(f32_to_e8m0(3.0f, ScaleRounding::down), 128);

@@ -29,14 +29,7 @@ const char* role_name(Role r) {
   return r == Role::activation ? "activation" : r == Role::weight ? "weight" : "gradient";
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(Recipe, EveryModeOfTheTableParsesToItselfWithDefaultKnobs) {
   ASSERT_EQ(fp8::scaling_modes().size(), 5u);

@@ -33,18 +33,15 @@ using kernels::cpu::GemmImpl;
 using testing::EngineGuard;
 using testing::expect_close_to_cpu;
 using testing::Expected;
+using testing::gamma;
+using testing::kU;
+using testing::kUBf16;
 
 constexpr ScaleGrid kTensor{0, 0, false};
 constexpr ScaleGrid kRow{1, 0, false};
 constexpr ScaleGrid kTiles{1, 128, false};
 constexpr ScaleGrid kBlocks{128, 128, false};
 constexpr ScaleGrid kMx{1, 32, true};
-
-constexpr double kU = 0x1p-24;     // unit roundoff of fp32
-constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16 (half an ulp, relative)
-double gamma(int64_t n, double u = kU) {
-  return n * u / (1.0 - n * u);
-}
 
 // The unit roundoff of a device's FP8 GEMM accumulation. CPU: fp32 rounded to nearest.
 // CUDA: Hopper's FP8 tensor cores accumulate in e8m13 with truncation (the FP22

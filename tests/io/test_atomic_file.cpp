@@ -44,16 +44,7 @@ std::vector<std::byte> all_byte_values() {
   return b;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 TEST_F(AtomicFileTest, CommitReplacesTheFileAndLeavesNoTemporary) {
   const std::string target = path("model.safetensors");

@@ -22,17 +22,7 @@
 namespace octet {
 namespace {
 
-// The message of the octet::Error that `f` throws ("" and a test failure when none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 uint64_t bits_of(double d) {
   uint64_t u;

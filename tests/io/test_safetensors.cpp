@@ -41,16 +41,7 @@ class SafetensorsTest : public ::testing::Test {
   testing::TempDir tmp_;  // fresh per test, removed afterwards
 };
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 constexpr DType kAllDTypes[] = {DType::f32,  DType::bf16, DType::f16, DType::e4m3,
                                 DType::e5m2, DType::e8m0, DType::i32, DType::u8};

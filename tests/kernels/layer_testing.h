@@ -2,7 +2,7 @@
 // references that carry an error bound for the fp32 evaluation of the same formula
 // (Approx), host <-> device tensors, the bound check, a finite-difference gradient
 // check and the expectation of an op's error.
-// defines: kU, kUBf16, gamma, Approx, exact, rounded, sum, round_to, exp, log, sqrt, cos,
+// defines: Approx, exact, rounded, sum, round_to, exp, log, sqrt, cos,
 //          sin, DeviceTensor, round_in_place, upload, upload_ids, upload_misaligned, upload_at,
 //          absent_cuda_device, download, uniform, centred_on, expect_within,
 //          expect_gradient_matches_finite_differences, expect_op_error
@@ -27,14 +27,6 @@
 #include "testing.h"
 
 namespace octet::testing {
-
-constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (half an ulp, relative)
-constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16
-// gamma_n = n u / (1 - n u): the relative error bound of a sum of n + 1 terms in fp32,
-// in any order, relative to the sum of their magnitudes (Higham, (3.5)).
-inline double gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
-}
 
 // A float64 value `v` of a formula and a bound `e` on how far an fp32 evaluation of
 // the same formula can be from it: running error analysis. Every arithmetic result is

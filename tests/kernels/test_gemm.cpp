@@ -27,12 +27,9 @@ using testing::EngineGuard;
 using testing::expect_close_to_cpu;
 using testing::Expected;
 
-constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (round to nearest)
-constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16: half an ulp, relative
-// gamma_n = n u / (1 - n u) (Higham (3.5)) for a unit roundoff u.
-double gamma(int64_t n, double u = kU) {
-  return n * u / (1.0 - n * u);
-}
+using testing::gamma;
+using testing::kU;
+using testing::kUBf16;
 
 // The unit roundoff of the accumulation a device's GEMM of these operands performs.
 // CPU: fp32 rounded to nearest, 2^-24. CUDA (cuBLASLt on Hopper): f32 operands run on the

@@ -17,8 +17,8 @@ namespace {
 
 // Tiles are 64 x 64 and threads start above 2^16 elements: shapes below, at
 // and across those sizes, thin ones in both directions, and a rank-3 input.
-const Shape kShapes[] = {{1, 1},    {3, 1000}, {217, 256},  {1000, 3}, {64, 64},
-                         {65, 129}, {1, 777},  {513, 1031}, {2, 3, 5}, {7, 33, 100}};
+const Shape kTransposeShapes[] = {{1, 1},    {3, 1000}, {217, 256},  {1000, 3}, {64, 64},
+                                  {65, 129}, {1, 777},  {513, 1031}, {2, 3, 5}, {7, 33, 100}};
 const DType kDTypes[] = {DType::u8, DType::bf16, DType::f32, DType::e4m3};
 
 std::vector<uint8_t> naive_transpose(const std::vector<uint8_t>& src, int64_t rows, int64_t cols,
@@ -39,7 +39,7 @@ TEST_P(Transpose, MatchesANaiveLoopOnOddShapes) {
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
   for (DType dtype : kDTypes) {
-    for (const Shape& shape : kShapes) {
+    for (const Shape& shape : kTransposeShapes) {
       const int64_t rows = shape.rows(), cols = shape.cols();
       const size_t size = dtype_size(dtype);
       std::vector<uint8_t> host(static_cast<size_t>(shape.numel()) * size);

@@ -2,7 +2,7 @@
 // inputs and outputs on a device (host values in, host values out), float64 GEMMs with
 // the error bounds the tests derive, and the FP8 operands a layer's GEMMs read, rebuilt
 // on the host.
-// defines: kU, kUBf16, gamma, round_to, random_normal, transposed, DeviceArray,
+// defines: round_to, random_normal, transposed, DeviceArray,
 //          LinearHarness, Gemm64, gemm64, output_bound, Fp8Operand64, Quantized64,
 //          quantize64, quantization_bound, worst_ratio, expect_within, expect_linear_error
 #pragma once
@@ -25,14 +25,6 @@
 #include "testing.h"
 
 namespace octet::testing {
-
-inline constexpr double kU = 0x1p-24;     // unit roundoff of fp32
-inline constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16 (half an ulp, relative)
-// Higham's gamma_n = n u / (1 - n u): the relative bound of n roundings in a row, each
-// within u (fp32 by default).
-inline double gamma(int64_t n, double u = kU) {
-  return n * u / (1.0 - n * u);
-}
 
 // The unit roundoff of an FP8 GEMM's accumulation on `device`. CPU: fp32, 2^-24. CUDA:
 // Hopper's FP8 tensor cores add products into an accumulator with 13 fraction bits that

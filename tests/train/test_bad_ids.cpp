@@ -48,14 +48,7 @@ void write_shards(const testing::TempDir& dir, uint32_t vocab, int32_t bad_at, i
   std::fclose(f);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST_P(BadIdsOnDevice, ShardsWithALargerVocabularyThanTheModelAreRefusedAtStart) {
   const Device device = GetParam();
