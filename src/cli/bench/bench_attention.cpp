@@ -42,7 +42,7 @@ const Shape5 kDefaultShapes[] = {
     {8, 2048, 32, 8, 64},  {8, 2048, 32, 32, 64},  {2, 8192, 32, 8, 64},  {2, 8192, 32, 32, 64}};
 
 // "8x2048x32x8x128,2x8192x32x32x64": B x S x Hq x Hkv x hd per shape.
-std::vector<Shape5> parse_shapes(const std::string& text) {
+std::vector<Shape5> parse_attention_shapes(const std::string& text) {
   std::vector<Shape5> shapes;
   std::stringstream list(text);
   std::string item;
@@ -63,7 +63,7 @@ std::vector<Shape5> parse_shapes(const std::string& text) {
 
 // The median of at least `reps` calls (more for short ones, up to ~0.2 s of them) after
 // a warm-up of at least 0.25 s, each call synchronised.
-double median_seconds(const std::function<void()>& fn, int reps) {
+double median_attention_seconds(const std::function<void()>& fn, int reps) {
   return median_call_seconds(fn, reps, 100, 0.2);
 }
 
@@ -87,7 +87,7 @@ struct Timing {
   double forward, backward, both;  // seconds
 };
 
-Timing time_shape(Device device, DType dtype, const Shape5& s, int reps) {
+Timing time_attention_shape(Device device, DType dtype, const Shape5& s, int reps) {
   const int64_t tokens = s.batch * s.seq_len;
   const int64_t width = (s.n_heads + 2 * s.n_kv_heads) * s.head_dim;
   const int64_t out_width = s.n_heads * s.head_dim;
@@ -118,9 +118,9 @@ Timing time_shape(Device device, DType dtype, const Shape5& s, int reps) {
                                 s.n_kv_heads, s.head_dim, ws);
   };
   Timing t{};
-  t.forward = median_seconds(forward, reps);
-  t.backward = median_seconds(backward, reps);  // on the forward's out and lse
-  t.both = median_seconds(
+  t.forward = median_attention_seconds(forward, reps);
+  t.backward = median_attention_seconds(backward, reps);  // on the forward's out and lse
+  t.both = median_attention_seconds(
       [&] {
         forward();
         backward();
@@ -129,7 +129,7 @@ Timing time_shape(Device device, DType dtype, const Shape5& s, int reps) {
   return t;
 }
 
-struct Options {
+struct AttentionOptions {
   std::string device = "cuda";
   std::string dtype = "bf16";
   std::vector<Shape5> shapes;  // empty: kDefaultShapes
@@ -137,7 +137,7 @@ struct Options {
   std::string json;
 };
 
-int run(const Options& args) {
+int run_attention(const AttentionOptions& args) {
   const Device device = device_from_name(args.device);
   const DType dtype = args.dtype == "bf16" ? DType::bf16 : DType::f32;
   const int reps = args.reps;
@@ -165,7 +165,7 @@ int run(const Options& args) {
     return std::string(buf);
   };
   for (const Shape5& s : shapes) {
-    const Timing t = time_shape(device, dtype, s, reps);
+    const Timing t = time_attention_shape(device, dtype, s, reps);
     const double f = s.forward_flops(), b = 2.5 * f;
     std::printf("%-38s | %-20s | %-20s | %-20s\n", s.str().c_str(), cell(f, t.forward).c_str(),
                 cell(b, t.backward).c_str(), cell(f + b, t.both).c_str());
@@ -191,17 +191,17 @@ int run(const Options& args) {
 }  // namespace
 
 void add_bench_attention(cli::Commands& commands, CLI::App& bench) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<AttentionOptions>();
   CLI::App* a =
       commands.add(bench, "attention",
                    "time causal GQA attention forward, backward and both (TFLOP/s); "
                    "bench/torch_attention.py --ours FILE compares torch with the --json records",
-                   [o] { return run(*o); });
+                   [o] { return run_attention(*o); });
   a->add_option("--device", o->device, "cuda, cuda:N or cpu")
       ->check(cli::parses_with(device_from_name, "DEVICE"));
   a->add_option("--dtype", o->dtype, "the dtype of q, k, v and the output")
       ->check(CLI::IsMember({"bf16", "f32"}));
-  cli::add_parsed(*a, "--shapes", o->shapes, parse_shapes,
+  cli::add_parsed(*a, "--shapes", o->shapes, parse_attention_shapes,
                   "BxSxHqxHkvxhd,... (default 16k tokens: B=8 S=2048 and B=2 S=8192, Hq=32, "
                   "Hkv=8 and 32, hd=128 and 64)");
   a->add_option("--reps", o->reps, "timed calls per cell, at least")->check(cli::at_least(1));

@@ -31,7 +31,7 @@ constexpr const char* kOp = "bench gemm";
 // Seconds per call of fn: the median over `reps` batches, each enough back-to-back calls
 // for ~20 ms and timed between two cuda_synchronize(), after ~0.2 s of warm-up (which also
 // makes the cuBLASLt plans and brings the clocks up).
-double median_seconds(const std::function<void()>& fn, int reps) {
+double median_batched_seconds(const std::function<void()>& fn, int reps) {
   fn();
   cuda_synchronize();
   const auto warm_start = std::chrono::steady_clock::now();
@@ -185,7 +185,7 @@ Timings time_shape(Device device, const GemmShape& s, const Pools& pools, Buffer
   const Tensor a16 = pools.a.view(DType::bf16, o16.trans_a ? Shape{s.k, s.m} : Shape{s.m, s.k});
   const Tensor b16 = pools.b.view(DType::bf16, o16.trans_b ? Shape{s.n, s.k} : Shape{s.k, s.n});
   o16.workspace = workspace_for(workspace, device, kernels::gemm_workspace_bytes(a16, b16, c, o16));
-  t.bf16 = median_seconds([&] { kernels::gemm(a16, b16, c, o16); }, reps);
+  t.bf16 = median_batched_seconds([&] { kernels::gemm(a16, b16, c, o16); }, reps);
 
   // FP8: both operands K-major, quantized from bf16 [M, K] and [N, K].
   const Tensor a_src = pools.a.view(DType::bf16, {s.m, s.k});
@@ -216,8 +216,8 @@ Timings time_shape(Device device, const GemmShape& s, const Pools& pools, Buffer
     const fp8::Fp8Operand a = fp8::as_stored(qa), b = fp8::as_stored(qb);
     o8.workspace = workspace_for(workspace, device, fp8::gemm_workspace_bytes(a, b, c, o8));
     auto gemm = [&] { fp8::gemm(a, b, c, o8); };
-    const double quantize = median_seconds(quantize_both, reps);
-    const double with = median_seconds(
+    const double quantize = median_batched_seconds(quantize_both, reps);
+    const double with = median_batched_seconds(
         [&] {
           quantize_both();
           gemm();
@@ -227,7 +227,7 @@ Timings time_shape(Device device, const GemmShape& s, const Pools& pools, Buffer
       t.delayed = with;
       t.delayed_quantize = quantize;
     } else {
-      t.fp8 = median_seconds(gemm, reps);
+      t.fp8 = median_batched_seconds(gemm, reps);
       t.current = with;
       t.current_quantize = quantize;
     }
@@ -312,12 +312,12 @@ LayerTimings time_te_layer(Device device, const Pools& pools, Buffer& workspace,
     });
   }
   workspace_for(workspace, device, ws_bytes);
-  lt.bf16 = median_seconds(
+  lt.bf16 = median_batched_seconds(
       [&] {
         for (auto& step : bf16_steps) step();
       },
       reps);
-  lt.fp8 = median_seconds(
+  lt.fp8 = median_batched_seconds(
       [&] {
         for (auto& step : fp8_steps) step();
       },

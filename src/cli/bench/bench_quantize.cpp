@@ -23,7 +23,7 @@
 namespace octet::bench {
 namespace {
 
-constexpr const char* kOp = "bench quantize";
+constexpr const char* kQuantizeOp = "bench quantize";
 
 // Each timed call works on the next of several copies of inputs and outputs, enough
 // of them (>= kRotateBytes in all) that none is still in a cache (the H200's L2 is 50
@@ -78,7 +78,7 @@ struct Shape2 {
   int64_t rows, cols;
 };
 
-std::vector<Shape2> parse_shapes(const std::string& text) {
+std::vector<Shape2> parse_quantize_shapes(const std::string& text) {
   std::vector<Shape2> shapes;
   size_t begin = 0;
   while (begin <= text.size()) {
@@ -86,10 +86,10 @@ std::vector<Shape2> parse_shapes(const std::string& text) {
     const std::string item = text.substr(begin, end - begin);
     const size_t x = item.find('x');
     long long rows = 0, cols = 0;
-    OCTET_CHECK(x != std::string::npos &&
-                    std::sscanf(item.c_str(), "%lldx%lld", &rows, &cols) == 2 && rows > 0 &&
-                    cols > 0,
-                kOp, "--shapes takes ROWSxCOLS[,ROWSxCOLS...], e.g. 4096x4096; got '", item, "'");
+    OCTET_CHECK(
+        x != std::string::npos && std::sscanf(item.c_str(), "%lldx%lld", &rows, &cols) == 2 &&
+            rows > 0 && cols > 0,
+        kQuantizeOp, "--shapes takes ROWSxCOLS[,ROWSxCOLS...], e.g. 4096x4096; got '", item, "'");
     shapes.push_back({rows, cols});
     begin = end + 1;
   }
@@ -137,7 +137,7 @@ void copy_on(Device device, void* dst, const void* src, size_t bytes) {
   }
 }
 
-struct Options {
+struct QuantizeOptions {
   std::string device = "cpu";
   std::vector<Shape2> shapes;  // empty: the device's default list
   int reps = 10;
@@ -147,17 +147,17 @@ struct Options {
   std::string json;
 };
 
-int run(const Options& args) {
+int run_quantize(const QuantizeOptions& args) {
   const Device device = device_from_name(args.device);
   const std::vector<Shape2> shapes =
       !args.shapes.empty() ? args.shapes
-      : device.is_cuda()   ? parse_shapes("4096x4096,8192x8192,15872x4096,16384x16384")
-                           : parse_shapes("1024x1024,2048x2048,3968x1024");
+      : device.is_cuda()   ? parse_quantize_shapes("4096x4096,8192x8192,15872x4096,16384x16384")
+                           : parse_quantize_shapes("1024x1024,2048x2048,3968x1024");
   const int reps = args.reps;
   const DType in = args.input == "bf16" ? DType::bf16 : DType::f32;
   const DType fp8 = dtype_from_name(args.fp8);
   const bool counts = args.counts;
-  JsonLines json(args.json, kOp);
+  JsonLines json(args.json, kQuantizeOp);
 
   std::printf("octet bench quantize: %s, %s -> %s, amax output%s, median of %d batches\n",
               device_name(device).c_str(), dtype_name(in), dtype_name(fp8),
@@ -276,14 +276,14 @@ int run(const Options& args) {
 }  // namespace
 
 void add_bench_quantize(cli::Commands& commands, CLI::App& bench) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<QuantizeOptions>();
   CLI::App* q =
       commands.add(bench, "quantize",
                    "bytes per second of every FP8 quantize variant against a copy of the input",
-                   [o] { return run(*o); });
+                   [o] { return run_quantize(*o); });
   q->add_option("--device", o->device, "cpu, cuda or cuda:N")
       ->check(cli::parses_with(device_from_name, "DEVICE"));
-  cli::add_parsed(*q, "--shapes", o->shapes, parse_shapes,
+  cli::add_parsed(*q, "--shapes", o->shapes, parse_quantize_shapes,
                   "ROWSxCOLS,... (default cuda: 4096x4096..16384x16384, cpu: smaller)");
   q->add_option("--reps", o->reps, "timed batches per variant")->check(cli::at_least(1));
   q->add_option("--input", o->input, "the dtype quantized from")
