@@ -3,13 +3,9 @@
 
 #include "core/error.h"
 #include "kernels/backends.h"
+#include "kernels/checks.h"
 
 namespace octet::kernels {
-namespace {
-bool is_activation(DType d) {
-  return d == DType::f32 || d == DType::bf16;
-}
-}  // namespace
 
 void add_bias(const Tensor& y, const Tensor& bias) {
   OCTET_CHECK(is_activation(y.dtype) && is_activation(bias.dtype), "add_bias",

@@ -10,12 +10,6 @@
 namespace octet::report {
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
 std::string share_text(double v) {
   char buf[32];
   if (v == 0) return "0";
@@ -56,16 +50,18 @@ std::string heatmap_svg(const Heatmap& map) {
   const double w = label_w + std::max(grid_w, 400.0) + 20 + bar_w,
                h = std::max(top + cell_h * static_cast<double>(rows) + 50, top + bar_h + 10);
 
-  std::string out = "<svg class=\"heatmap\" width=\"" + num(w) + "\" height=\"" + num(h) +
-                    "\" viewBox=\"0 0 " + num(w) + " " + num(h) + "\" role=\"img\" aria-label=\"" +
-                    html_escape(map.title) + "\">\n<rect x=\"0\" y=\"0\" width=\"" + num(w) +
-                    "\" height=\"" + num(h) + "\" fill=\"#fff\"/>\n";
+  std::string out = "<svg class=\"heatmap\" width=\"" + svg_number(w) + "\" height=\"" +
+                    svg_number(h) + "\" viewBox=\"0 0 " + svg_number(w) + " " + svg_number(h) +
+                    "\" role=\"img\" aria-label=\"" + html_escape(map.title) +
+                    "\">\n<rect x=\"0\" y=\"0\" width=\"" + svg_number(w) + "\" height=\"" +
+                    svg_number(h) + "\" fill=\"#fff\"/>\n";
   out += "<text class=\"title\" x=\"4\" y=\"18\" font-size=\"14\" font-weight=\"bold\">" +
          html_escape(map.title) + "</text>\n";
   for (size_t r = 0; r < rows; ++r) {
     const double y = top + cell_h * static_cast<double>(r);
-    out += "<text class=\"row-label\" x=\"" + num(label_w - 4) + "\" y=\"" + num(y + cell_h - 2.5) +
-           "\" font-size=\"10\" text-anchor=\"end\">" + html_escape(map.rows[r]) + "</text>\n";
+    out += "<text class=\"row-label\" x=\"" + svg_number(label_w - 4) + "\" y=\"" +
+           svg_number(y + cell_h - 2.5) + "\" font-size=\"10\" text-anchor=\"end\">" +
+           html_escape(map.rows[r]) + "</text>\n";
     for (size_t c = 0; c < cols; ++c) {
       double v = std::nan("");
       for (size_t s = c * per; s < std::min(steps, (c + 1) * per); ++s) {
@@ -80,36 +76,38 @@ std::string heatmap_svg(const Heatmap& map) {
                        : "steps " + std::to_string(step) + "-" + std::to_string(last) + " (max)";
       out += "<rect class=\"cell\" data-row=\"" + html_escape(map.rows[r]) + "\" data-step=\"" +
              std::to_string(step) + "\" data-value=\"" + share_text(v) + "\" x=\"" +
-             num(label_w + cell_w * static_cast<double>(c)) + "\" y=\"" + num(y) + "\" width=\"" +
-             num(cell_w) + "\" height=\"" + num(cell_h) + "\" fill=\"" +
-             heat_color(v, map.lo, map.hi) + "\"><title>" + html_escape(map.rows[r]) + ", " + when +
-             ": " + html_escape(map.value_name) + " " + share_text(v) + "</title></rect>\n";
+             svg_number(label_w + cell_w * static_cast<double>(c)) + "\" y=\"" + svg_number(y) +
+             "\" width=\"" + svg_number(cell_w) + "\" height=\"" + svg_number(cell_h) +
+             "\" fill=\"" + heat_color(v, map.lo, map.hi) + "\"><title>" +
+             html_escape(map.rows[r]) + ", " + when + ": " + html_escape(map.value_name) + " " +
+             share_text(v) + "</title></rect>\n";
     }
   }
   // Step ticks under the grid: the first column, the last, and up to 4 between.
   const double base = top + cell_h * static_cast<double>(rows);
-  out += "<rect class=\"grid-frame\" x=\"" + num(label_w) + "\" y=\"" + num(top) + "\" width=\"" +
-         num(grid_w) + "\" height=\"" + num(base - top) + "\" fill=\"none\" stroke=\"#888\"/>\n";
+  out += "<rect class=\"grid-frame\" x=\"" + svg_number(label_w) + "\" y=\"" + svg_number(top) +
+         "\" width=\"" + svg_number(grid_w) + "\" height=\"" + svg_number(base - top) +
+         "\" fill=\"none\" stroke=\"#888\"/>\n";
   const size_t tick_every = std::max<size_t>(1, cols / 5);
   for (size_t c = 0; c < cols; c += tick_every) {
     const double x = label_w + cell_w * (static_cast<double>(c) + 0.5);
-    out += "<text class=\"tick x\" x=\"" + num(x) + "\" y=\"" + num(base + 13) +
+    out += "<text class=\"tick x\" x=\"" + svg_number(x) + "\" y=\"" + svg_number(base + 13) +
            "\" font-size=\"10\" text-anchor=\"middle\">" + std::to_string(map.steps[c * per]) +
            "</text>\n";
   }
-  out += "<text class=\"axis-label x\" x=\"" + num(label_w + grid_w / 2) + "\" y=\"" +
-         num(base + 30) + "\" font-size=\"12\" text-anchor=\"middle\">step</text>\n";
+  out += "<text class=\"axis-label x\" x=\"" + svg_number(label_w + grid_w / 2) + "\" y=\"" +
+         svg_number(base + 30) + "\" font-size=\"12\" text-anchor=\"middle\">step</text>\n";
   // The colour bar: 0, then lo .. hi by decades.
   const double bx = label_w + std::max(grid_w, 400.0) + 20;
-  out += "<text x=\"" + num(bx) + "\" y=\"" + num(top - 4) + "\" font-size=\"10\">" +
+  out += "<text x=\"" + svg_number(bx) + "\" y=\"" + svg_number(top - 4) + "\" font-size=\"10\">" +
          html_escape(map.value_name) + " (share)</text>\n";
   std::vector<double> levels = {0.0};
   for (double v = map.lo; v <= map.hi * 1.0001; v *= 10) levels.push_back(v);
   for (size_t i = 0; i < levels.size(); ++i) {
     const double y = top + 14 * static_cast<double>(i);
-    out += "<rect class=\"bar\" x=\"" + num(bx) + "\" y=\"" + num(y) +
+    out += "<rect class=\"bar\" x=\"" + svg_number(bx) + "\" y=\"" + svg_number(y) +
            "\" width=\"18\" height=\"14\" fill=\"" + heat_color(levels[i], map.lo, map.hi) +
-           "\" stroke=\"#ccc\"/><text x=\"" + num(bx + 24) + "\" y=\"" + num(y + 11) +
+           "\" stroke=\"#ccc\"/><text x=\"" + svg_number(bx + 24) + "\" y=\"" + svg_number(y + 11) +
            "\" font-size=\"10\">" + (i == levels.size() - 1 ? "&#8805; " : "") +
            share_text(levels[i]) + "</text>\n";
   }

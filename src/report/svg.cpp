@@ -12,12 +12,6 @@ namespace {
 
 constexpr double kLeft = 64, kRight = 178, kTop = 34, kBottom = 46;  // margins (px)
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
 struct Range {
   double lo = std::numeric_limits<double>::infinity();
   double hi = -std::numeric_limits<double>::infinity();
@@ -64,23 +58,30 @@ std::string marker_svg(const Marker& m, double px, double py) {
   const std::string cls = m.css_class.empty() ? "marker" : "marker " + m.css_class;
   std::string shape;
   if (m.shape == "triangle") {
-    shape = "<path class=\"" + cls + "\" d=\"M" + num(px) + " " + num(py - 6) + " L" +
-            num(px + 5.5) + " " + num(py + 4) + " L" + num(px - 5.5) + " " + num(py + 4) +
-            " Z\" fill=\"" + m.color + "\" stroke=\"#222\" stroke-width=\"0.8\">";
+    shape = "<path class=\"" + cls + "\" d=\"M" + svg_number(px) + " " + svg_number(py - 6) + " L" +
+            svg_number(px + 5.5) + " " + svg_number(py + 4) + " L" + svg_number(px - 5.5) + " " +
+            svg_number(py + 4) + " Z\" fill=\"" + m.color +
+            "\" stroke=\"#222\" stroke-width=\"0.8\">";
     return shape + "<title>" + html_escape(m.title) + "</title></path>";
   }
   if (m.shape == "square") {
-    shape = "<rect class=\"" + cls + "\" x=\"" + num(px - 4) + "\" y=\"" + num(py - 4) +
-            "\" width=\"8\" height=\"8\" fill=\"" + m.color + "\" stroke=\"#222\" " +
-            "stroke-width=\"0.8\">";
+    shape = "<rect class=\"" + cls + "\" x=\"" + svg_number(px - 4) + "\" y=\"" +
+            svg_number(py - 4) + "\" width=\"8\" height=\"8\" fill=\"" + m.color +
+            "\" stroke=\"#222\" " + "stroke-width=\"0.8\">";
     return shape + "<title>" + html_escape(m.title) + "</title></rect>";
   }
-  shape = "<circle class=\"" + cls + "\" cx=\"" + num(px) + "\" cy=\"" + num(py) +
+  shape = "<circle class=\"" + cls + "\" cx=\"" + svg_number(px) + "\" cy=\"" + svg_number(py) +
           "\" r=\"4\" fill=\"" + m.color + "\" stroke=\"#222\" stroke-width=\"0.8\">";
   return shape + "<title>" + html_escape(m.title) + "</title></circle>";
 }
 
 }  // namespace
+
+std::string svg_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
 
 std::string html_escape(std::string_view text) {
   std::string out;
@@ -167,22 +168,25 @@ std::string plot_svg(const Plot& plot) {
   const bool has_data = !xr.empty() && !yr.empty();
   for (const HLine& l : plot.lines) yr.add(l.y);
 
-  std::string out = "<svg class=\"plot\" width=\"" + num(w) + "\" height=\"" + num(h) +
-                    "\" viewBox=\"0 0 " + num(w) + " " + num(h) + "\" role=\"img\" aria-label=\"" +
-                    html_escape(plot.title) + "\">\n";
-  out +=
-      "<rect x=\"0\" y=\"0\" width=\"" + num(w) + "\" height=\"" + num(h) + "\" fill=\"#fff\"/>\n";
-  out += "<text class=\"title\" x=\"" + num(x0) + "\" y=\"20\" font-size=\"14\" " +
+  std::string out = "<svg class=\"plot\" width=\"" + svg_number(w) + "\" height=\"" +
+                    svg_number(h) + "\" viewBox=\"0 0 " + svg_number(w) + " " + svg_number(h) +
+                    "\" role=\"img\" aria-label=\"" + html_escape(plot.title) + "\">\n";
+  out += "<rect x=\"0\" y=\"0\" width=\"" + svg_number(w) + "\" height=\"" + svg_number(h) +
+         "\" fill=\"#fff\"/>\n";
+  out += "<text class=\"title\" x=\"" + svg_number(x0) + "\" y=\"20\" font-size=\"14\" " +
          "font-weight=\"bold\">" + html_escape(plot.title) + "</text>\n";
-  out += "<rect class=\"frame\" x=\"" + num(x0) + "\" y=\"" + num(y0) + "\" width=\"" +
-         num(x1 - x0) + "\" height=\"" + num(y1 - y0) + "\" fill=\"none\" stroke=\"#888\"/>\n";
-  out += "<text class=\"axis-label x\" x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num(h - 8) +
-         "\" font-size=\"12\" text-anchor=\"middle\">" + html_escape(plot.x_label) + "</text>\n";
-  out += "<text class=\"axis-label y\" x=\"14\" y=\"" + num((y0 + y1) / 2) +
+  out += "<rect class=\"frame\" x=\"" + svg_number(x0) + "\" y=\"" + svg_number(y0) +
+         "\" width=\"" + svg_number(x1 - x0) + "\" height=\"" + svg_number(y1 - y0) +
+         "\" fill=\"none\" stroke=\"#888\"/>\n";
+  out += "<text class=\"axis-label x\" x=\"" + svg_number((x0 + x1) / 2) + "\" y=\"" +
+         svg_number(h - 8) + "\" font-size=\"12\" text-anchor=\"middle\">" +
+         html_escape(plot.x_label) + "</text>\n";
+  out += "<text class=\"axis-label y\" x=\"14\" y=\"" + svg_number((y0 + y1) / 2) +
          "\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 " +
-         num((y0 + y1) / 2) + ")\">" + html_escape(plot.y_label) + "</text>\n";
+         svg_number((y0 + y1) / 2) + ")\">" + html_escape(plot.y_label) + "</text>\n";
   if (!has_data) {
-    out += "<text class=\"no-data\" x=\"" + num((x0 + x1) / 2) + "\" y=\"" + num((y0 + y1) / 2) +
+    out += "<text class=\"no-data\" x=\"" + svg_number((x0 + x1) / 2) + "\" y=\"" +
+           svg_number((y0 + y1) / 2) +
            "\" font-size=\"13\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n</svg>\n";
     return out;
   }
@@ -198,37 +202,40 @@ std::string plot_svg(const Plot& plot) {
   const std::vector<double> xt = nice_ticks(xr.lo, xr.hi, 6), yt = nice_ticks(yr.lo, yr.hi, 5);
   const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
   for (const double t : xt) {
-    out += "<line x1=\"" + num(px(t)) + "\" y1=\"" + num(y0) + "\" x2=\"" + num(px(t)) +
-           "\" y2=\"" + num(y1) + "\" stroke=\"#eee\"/><text class=\"tick x\" x=\"" + num(px(t)) +
-           "\" y=\"" + num(y1 + 15) + "\" font-size=\"11\" text-anchor=\"middle\">" +
+    out += "<line x1=\"" + svg_number(px(t)) + "\" y1=\"" + svg_number(y0) + "\" x2=\"" +
+           svg_number(px(t)) + "\" y2=\"" + svg_number(y1) +
+           "\" stroke=\"#eee\"/><text class=\"tick x\" x=\"" + svg_number(px(t)) + "\" y=\"" +
+           svg_number(y1 + 15) + "\" font-size=\"11\" text-anchor=\"middle\">" +
            format_tick(t, xstep) + "</text>\n";
   }
   for (const double t : yt) {
-    out += "<line x1=\"" + num(x0) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(x1) + "\" y2=\"" +
-           num(py(t)) + "\" stroke=\"#eee\"/><text class=\"tick y\" x=\"" + num(x0 - 5) +
-           "\" y=\"" + num(py(t) + 4) + "\" font-size=\"11\" text-anchor=\"end\">" +
+    out += "<line x1=\"" + svg_number(x0) + "\" y1=\"" + svg_number(py(t)) + "\" x2=\"" +
+           svg_number(x1) + "\" y2=\"" + svg_number(py(t)) +
+           "\" stroke=\"#eee\"/><text class=\"tick y\" x=\"" + svg_number(x0 - 5) + "\" y=\"" +
+           svg_number(py(t) + 4) + "\" font-size=\"11\" text-anchor=\"end\">" +
            format_tick(t, ystep, plot.y_percent) + "</text>\n";
   }
   for (const HLine& l : plot.lines) {
-    out += "<line class=\"hline\" x1=\"" + num(x0) + "\" y1=\"" + num(py(l.y)) + "\" x2=\"" +
-           num(x1) + "\" y2=\"" + num(py(l.y)) + "\" stroke=\"" + l.color +
-           "\" stroke-dasharray=\"2 3\"/><text x=\"" + num(x1 - 4) + "\" y=\"" + num(py(l.y) - 3) +
-           "\" font-size=\"10\" text-anchor=\"end\" fill=\"" + l.color + "\">" +
-           html_escape(l.label) + "</text>\n";
+    out += "<line class=\"hline\" x1=\"" + svg_number(x0) + "\" y1=\"" + svg_number(py(l.y)) +
+           "\" x2=\"" + svg_number(x1) + "\" y2=\"" + svg_number(py(l.y)) + "\" stroke=\"" +
+           l.color + "\" stroke-dasharray=\"2 3\"/><text x=\"" + svg_number(x1 - 4) + "\" y=\"" +
+           svg_number(py(l.y) - 3) + "\" font-size=\"10\" text-anchor=\"end\" fill=\"" + l.color +
+           "\">" + html_escape(l.label) + "</text>\n";
   }
   // Curves, clipped to the frame.
   static std::atomic<int> clip_id{0};
   const std::string clip = "clip" + std::to_string(++clip_id);
-  out += "<clipPath id=\"" + clip + "\"><rect x=\"" + num(x0) + "\" y=\"" + num(y0) +
-         "\" width=\"" + num(x1 - x0) + "\" height=\"" + num(y1 - y0) + "\"/></clipPath>\n";
+  out += "<clipPath id=\"" + clip + "\"><rect x=\"" + svg_number(x0) + "\" y=\"" + svg_number(y0) +
+         "\" width=\"" + svg_number(x1 - x0) + "\" height=\"" + svg_number(y1 - y0) +
+         "\"/></clipPath>\n";
   out += "<g clip-path=\"url(#" + clip + ")\">\n";
   for (const Series& s : series) {
     const size_t n = std::min(s.x.size(), s.y.size());
     if (s.dots) {
       for (size_t i = 0; i < n; ++i) {
         if (!std::isfinite(s.y[i])) continue;
-        out += "<circle class=\"dot\" cx=\"" + num(px(s.x[i])) + "\" cy=\"" + num(py(s.y[i])) +
-               "\" r=\"2.5\" fill=\"" + s.color + "\"/>";
+        out += "<circle class=\"dot\" cx=\"" + svg_number(px(s.x[i])) + "\" cy=\"" +
+               svg_number(py(s.y[i])) + "\" r=\"2.5\" fill=\"" + s.color + "\"/>";
       }
       out += "\n";
       continue;
@@ -242,7 +249,8 @@ std::string plot_svg(const Plot& plot) {
       }
       // x going back (the steps a rollback repeats) starts a new stroke, not a line back.
       if (i > 0 && s.x[i] < s.x[i - 1]) pen_down = false;
-      d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + num(px(s.x[i])) + " " + num(py(s.y[i]));
+      d += (pen_down ? " L" : (d.empty() ? "M" : " M")) + svg_number(px(s.x[i])) + " " +
+           svg_number(py(s.y[i]));
       pen_down = true;
     }
     if (d.empty()) continue;
@@ -255,10 +263,11 @@ std::string plot_svg(const Plot& plot) {
     const VRule& r = plot.rules[k];
     const double label_y = y0 + 11 + 11 * static_cast<double>(k % 3);  // rules close together
     const std::string cls = r.css_class.empty() ? "rule" : "rule " + r.css_class;
-    out += "<line class=\"" + cls + "\" x1=\"" + num(px(r.x)) + "\" y1=\"" + num(y0) + "\" x2=\"" +
-           num(px(r.x)) + "\" y2=\"" + num(y1) + "\" stroke=\"" + r.color +
-           "\" stroke-dasharray=\"4 3\"/><text x=\"" + num(px(r.x) + 3) + "\" y=\"" + num(label_y) +
-           "\" font-size=\"10\" fill=\"" + r.color + "\">" + html_escape(r.label) + "</text>\n";
+    out += "<line class=\"" + cls + "\" x1=\"" + svg_number(px(r.x)) + "\" y1=\"" + svg_number(y0) +
+           "\" x2=\"" + svg_number(px(r.x)) + "\" y2=\"" + svg_number(y1) + "\" stroke=\"" +
+           r.color + "\" stroke-dasharray=\"4 3\"/><text x=\"" + svg_number(px(r.x) + 3) +
+           "\" y=\"" + svg_number(label_y) + "\" font-size=\"10\" fill=\"" + r.color + "\">" +
+           html_escape(r.label) + "</text>\n";
   }
   for (const Marker& m : plot.markers) {
     if (std::isfinite(m.x) && std::isfinite(m.y)) out += marker_svg(m, px(m.x), py(m.y)) + "\n";
@@ -267,12 +276,12 @@ std::string plot_svg(const Plot& plot) {
   double ly = y0 + 8;
   for (const Series& s : plot.series) {
     const std::string dash = s.dots ? "2 4" : s.dashed ? "5 3" : "";
-    out += "<g class=\"legend\"><line x1=\"" + num(x1 + 10) + "\" y1=\"" + num(ly) + "\" x2=\"" +
-           num(x1 + 32) + "\" y2=\"" + num(ly) + "\" stroke=\"" + s.color + "\" stroke-width=\"" +
-           (s.dots ? "4" : "2") + "\"" +
+    out += "<g class=\"legend\"><line x1=\"" + svg_number(x1 + 10) + "\" y1=\"" + svg_number(ly) +
+           "\" x2=\"" + svg_number(x1 + 32) + "\" y2=\"" + svg_number(ly) + "\" stroke=\"" +
+           s.color + "\" stroke-width=\"" + (s.dots ? "4" : "2") + "\"" +
            (dash.empty() ? "" : " stroke-dasharray=\"" + dash + "\"") + "/><text x=\"" +
-           num(x1 + 37) + "\" y=\"" + num(ly + 4) + "\" font-size=\"11\">" + html_escape(s.label) +
-           "</text></g>\n";
+           svg_number(x1 + 37) + "\" y=\"" + svg_number(ly + 4) + "\" font-size=\"11\">" +
+           html_escape(s.label) + "</text></g>\n";
     ly += 16;
   }
   out += "</svg>\n";

@@ -3,7 +3,7 @@
 // series (a gap where a value is missing), point markers with a tooltip (guard checks and
 // actions), vertical rules (a precision switch) and horizontal reference lines.
 // defines: Series, Marker, VRule, HLine, Plot, plot_svg, nice_ticks, format_tick,
-//          html_escape, palette_color
+//          svg_number, html_escape, palette_color
 #pragma once
 
 #include <string>
@@ -60,6 +60,9 @@ std::string plot_svg(const Plot& plot);
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
 // A tick value in the fewest digits that tell neighbouring ticks (step) apart.
 std::string format_tick(double value, double step, bool percent = false);
+
+// A coordinate or length in SVG markup: one decimal ("12.5").
+std::string svg_number(double v);
 
 // Text safe inside HTML/SVG elements and attribute values.
 std::string html_escape(std::string_view text);

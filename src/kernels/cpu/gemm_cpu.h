@@ -6,15 +6,23 @@
 //          onednn_available,
 //          onednn_bf16_available, onednn_gemm, onednn_gemm_widened, Fp8GemmPath,
 //          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, Fp8Widen,
-//          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm
+//          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm,
+//          kAlign, align_up
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "kernels/backends.h"
 
 namespace octet::kernels::cpu {
+
+// The FP8 GEMMs' workspace regions start on cache lines.
+inline constexpr size_t kAlign = 64;
+inline size_t align_up(size_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
 
 // One f32 x f32 or bf16 x bf16 GEMM on plain row-major CPU memory, as every
 // engine takes it: C [m, n] = alpha * op(A) op(B) + beta * C with fp32

@@ -23,10 +23,6 @@ constexpr int64_t kNr = 32;  // columns of C per panel: two zmm of fp32
 // chains for two pipes), the 16 main ones in L1 (touched once per slice). Measured on Zen 5:
 // 8 rows beat 6 (all 24 in registers) and 12.
 constexpr int64_t kMr = 8;
-constexpr size_t kAlign = 64;
-size_t align_up(size_t x) {
-  return (x + kAlign - 1) / kAlign * kAlign;
-}
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }

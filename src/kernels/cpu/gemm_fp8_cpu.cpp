@@ -20,11 +20,6 @@
 namespace octet::kernels::cpu {
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t x) {
-  return (x + kAlign - 1) / kAlign * kAlign;
-}
-
 // Widens columns [k0, k0 + width) of the [rows, ld] FP8 matrix into a [rows, width] one of
 // `to` (bf16 or f32).
 void widen_fp8(const uint8_t* src, DType dtype, int64_t rows, int64_t ld, int64_t k0, int64_t width,

@@ -38,10 +38,6 @@
 namespace octet::kernels::cpu {
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t x) {
-  return (x + kAlign - 1) / kAlign * kAlign;
-}
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 
 // Each operand's scaled values stay within [2^-62, 2^48] in magnitude (smallest

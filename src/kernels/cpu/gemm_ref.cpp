@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/gemm_cpu.h"
 
 // The micro-kernel is compiled for AVX-512, AVX2 and baseline x86-64 and the
@@ -36,13 +37,6 @@ struct Scratch {
   alignas(64) float acc[kMC * kNC];
 };
 thread_local Scratch t_scratch;
-
-inline float to_f32(float x) {
-  return x;
-}
-inline float to_f32(uint16_t x) {
-  return bf16_to_f32(x);
-}
 
 // ap[(p * kc + kk) * kMR + r] = op(A)(i0 + p * kMR + r, k0 + kk), zero past mc.
 template <typename T>

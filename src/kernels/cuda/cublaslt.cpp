@@ -22,12 +22,12 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr const char* kOp = "gemm";
+constexpr const char* kGemmOp = "gemm";
 
 #define OCTET_CUBLASLT_CHECK(expr, ...)                                                     \
   do {                                                                                      \
     const cublasStatus_t octet_lt_status_ = (expr);                                         \
-    OCTET_CHECK(octet_lt_status_ == CUBLAS_STATUS_SUCCESS, kOp, #expr,                      \
+    OCTET_CHECK(octet_lt_status_ == CUBLAS_STATUS_SUCCESS, kGemmOp, #expr,                  \
                 " failed: ", cublasLtGetStatusName(octet_lt_status_), " (",                 \
                 cublasLtGetStatusString(octet_lt_status_), ")" __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
@@ -43,7 +43,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::e5m2:
       return CUDA_R_8F_E5M2;
     default:
-      OCTET_FAIL(kOp, "no cuBLASLt type for ", dtype_name(t));
+      OCTET_FAIL(kGemmOp, "no cuBLASLt type for ", dtype_name(t));
   }
 }
 
@@ -164,11 +164,11 @@ cublasLtHandle_t lt_handle(int device) {
   auto it = handles.find(device);
   if (it == handles.end()) {
     int current = 0;  // restored: making a handle leaves the caller's device current
-    OCTET_CUDA_CHECK(kOp, cudaGetDevice(&current));
-    OCTET_CUDA_CHECK(kOp, cudaSetDevice(device));
+    OCTET_CUDA_CHECK(kGemmOp, cudaGetDevice(&current));
+    OCTET_CUDA_CHECK(kGemmOp, cudaSetDevice(device));
     cublasLtHandle_t h = nullptr;
     const cublasStatus_t status = cublasLtCreate(&h);
-    OCTET_CUDA_CHECK(kOp, cudaSetDevice(current));
+    OCTET_CUDA_CHECK(kGemmOp, cudaSetDevice(current));
     OCTET_CUBLASLT_CHECK(status, " on cuda:", device);
     it = handles.emplace(device, h).first;
   }
@@ -236,10 +236,10 @@ std::unique_ptr<Plan> make_plan(const PlanKey& key, const LtCall& call) {
     emulate_from_now_on(*plan, key, status);
     return plan;
   }
-  OCTET_CHECK(status == CUBLAS_STATUS_SUCCESS, kOp,
+  OCTET_CHECK(status == CUBLAS_STATUS_SUCCESS, kGemmOp,
               "cublasLtMatmulAlgoGetHeuristic failed: ", cublasLtGetStatusName(status), " (",
               cublasLtGetStatusString(status), ") for ", describe(key));
-  OCTET_CHECK(!none, kOp, "cuBLASLt has no algorithm for ", describe(key));
+  OCTET_CHECK(!none, kGemmOp, "cuBLASLt has no algorithm for ", describe(key));
   plan->algo = result.algo;
   return plan;
 }
@@ -300,7 +300,7 @@ bool lt_matmul(const LtCall& call, int device) {
   // Held through the enqueue: the scale pointers are attributes of the shared descriptor.
   const std::lock_guard<std::mutex> lock(cache.mutex);
   Plan& plan = find_plan(cache, key, call);
-  OCTET_CHECK(!plan.emulate, kOp, "cuBLASLt has no algorithm for ", describe(key),
+  OCTET_CHECK(!plan.emulate, kGemmOp, "cuBLASLt has no algorithm for ", describe(key),
               " (lt_native said so; the caller should have emulated it)");
   if (call.a_mode != kUnscaled) set_scale_pointers(plan.desc, call);
   // alpha and beta are read from host memory during the call (the default pointer mode).
