@@ -4,11 +4,12 @@
 //   - every scale a power of two (MX's E8M0, pow2 recipes): code x scale is exact in bf16,
 //     so the scales are folded into the widened bf16 operands (one bf16 GEMM, alpha and
 //     beta applied by the engine);
-//   - per-tensor or per-row scales (which do not split K): one bf16 GEMM of the codes into
-//     f32 with alpha 1, then an epilogue C = (alpha sa_i) sb_j acc + beta C (per tensor:
-//     (alpha (sa sb)) acc, the reference path's factor). Not the engine's alpha: oneDNN
-//     2.6's bf16 matmul where the CPU has AMX ran the same GEMM 1.7-6.6x slower with a run-time
-//     output scale other than 1 (docs/perf/cpu-step.md, the lent H200's Xeon);
+//   - per-tensor scales: one bf16 GEMM of the codes with the reference path's factor
+//     alpha (sa sb) as the engine's alpha (gemm_onednn.cpp passes it to oneDNN's brgemm
+//     kernels as a post-op, applied as they store C; its run-time output scales, which cost
+//     1.7-6.6x on the lent H200's AMX Xeon, only where brgemm declines);
+//   - per-row scales (which do not split K): one bf16 GEMM of the codes into f32 with alpha 1,
+//     then an epilogue C = (alpha sa_i) sb_j acc + beta C;
 //   (both with f32 operands instead of bf16 where the engine multiplies f32: onednn-f32;)
 //   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
 //     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
@@ -845,21 +846,23 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     epilogue(loops, acc, nullptr, ones, 1.0f, o.beta, c, d);
     return true;
   }
-  // Scales per row (or per block of rows) only: one bf16 (or f32) GEMM of the codes, then the
-  // scales.
+  widen_both(false);
+  if (sa.grid_rows == 1 && sb.grid_rows == 1) {
+    // One scale each: one GEMM of the codes with one factor, rounded once, as the reference path
+    // gives the engine, as its alpha (oneDNN applies it as it stores C: no pass of its own).
+    auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
+    run_matmul({base, base + l.a_bytes, c.data, wide, c.dtype, d.m, d.n, d.k, false, true,
+                o.alpha * (sa.flat(0) * sb.flat(0)), o.beta,
+                l.staging_bytes > 0 ? staging : nullptr});
+    return true;
+  }
+  // Scales per row (or per block of rows): one bf16 (or f32) GEMM of the codes, then the scales.
   auto* acc = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
   auto* row_scale = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.out_bytes());
   auto* col_scale =
       reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.out_bytes() + l.rows_bytes);
-  widen_both(false);
   run_matmul(
       {base, base + l.a_bytes, acc, wide, DType::f32, d.m, d.n, d.k, false, true, 1.0f, 0.0f});
-  if (sa.grid_rows == 1 && sb.grid_rows == 1) {
-    // One scale each: one factor, rounded once, as the reference path gives the engine.
-    std::fill_n(col_scale, d.n, 1.0f);
-    epilogue(loops, acc, nullptr, col_scale, o.alpha * (sa.flat(0) * sb.flat(0)), o.beta, c, d);
-    return true;
-  }
   // Per-row scales are stored one per row: read them directly (at() divides per row).
   auto per_row = [](const OperandScales& x) -> const float* {
     const bool flat = x.block_rows == 1 && x.grid_cols == 1 && !x.e8m0 && x.data != nullptr;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include <omp.h>
 
@@ -21,14 +22,21 @@ namespace {
 
 using dnnl::memory;
 
-// What a primitive is specialised for. alpha (which carries the FP8 scale_inv
-// factors and changes every step) is a run-time argument; beta is baked in as
-// a sum post-op, but training uses few values of it (0 and 1). The thread
-// count is part of the key because oneDNN plans its parallel split at creation.
+// What a primitive is specialised for. alpha (the FP8 scale_inv factors, which change every
+// step) is a run-time argument where it is not 1 (a primitive with alpha 1 has no such argument).
+// oneDNN 2.6 gives a matmul with run-time output scales to its older gemm:jit kernels only; with
+// alpha as a binary multiply by a 1 x 1 f32 tensor (or with no alpha) it takes the brgemm ones,
+// 10-20% faster on the Zen 4 of docs/perf/cpu-step.md (2048x352x64 bf16: 406 against 465 us,
+// the multiply 0-3% of it). Where brgemm declines (no AVX-512), that binary post-op can leave
+// oneDNN only its reference kernel (with a sum after it), so there alpha stays an output scale.
+// Both give C = alpha acc (+ beta C). beta is baked in as a sum post-op, but training uses few
+// values of it (0 and 1). The thread count is part of the key because oneDNN plans its parallel
+// split at creation.
 struct Key {
   int64_t m, n, k;
   DType ab_dtype, c_dtype;
   bool trans_a, trans_b;
+  bool scaled;  // alpha != 1
   uint32_t beta_bits;
   int threads;
   auto operator<=>(const Key&) const = default;
@@ -40,7 +48,8 @@ struct Key {
 struct Entry {
   std::mutex mutex;  // the memory objects are rebound per call
   dnnl::matmul primitive;
-  memory a, b, c, alpha, scratchpad;
+  memory a, b, c, alpha, scratchpad;  // alpha: empty where it is 1
+  int alpha_arg = 0;                  // how alpha is passed: its execution argument
 };
 
 const dnnl::engine& cpu_engine() {
@@ -60,23 +69,45 @@ std::unique_ptr<Entry> make_entry(const Matmul& mm) {
   const memory::desc b_md({k, n}, ab, mm.trans_b ? memory::dims{1, k} : memory::dims{n, 1});
   const memory::desc c_md({m, n}, dnnl_type(mm.c_dtype), memory::dims{n, 1});
 
-  dnnl::primitive_attr attr;
-  attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});  // alpha, given per call
-  if (mm.beta != 0.0f) {
-    dnnl::post_ops post_ops;
-    post_ops.append_sum(mm.beta);  // C = alpha * acc + beta * C
-    attr.set_post_ops(post_ops);
-  }
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-
   const dnnl::engine& engine = cpu_engine();
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  // C = alpha * acc + beta * C, in that order: alpha as a binary multiply or an output scale.
+  const memory::desc alpha_md({1, 1}, memory::data_type::f32, memory::dims{1, 1});
+  auto describe = [&](bool binary_alpha) {
+    dnnl::primitive_attr attr;
+    dnnl::post_ops post_ops;
+    if (mm.alpha != 1.0f && binary_alpha) {
+      post_ops.append_binary(dnnl::algorithm::binary_mul, alpha_md);
+    } else if (mm.alpha != 1.0f) {
+      attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    }
+    if (mm.beta != 0.0f) post_ops.append_sum(mm.beta);
+    attr.set_post_ops(post_ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  };
+  dnnl::matmul::primitive_desc pd;
+  bool binary_alpha = false;
+  if (mm.alpha != 1.0f) {
+    try {
+      pd = describe(true);
+      binary_alpha = std::string_view(pd.impl_info_str()).starts_with("brg");
+    } catch (const dnnl::error&) {  // no implementation takes it: the output scale below
+    }
+  }
+  if (!binary_alpha) pd = describe(false);
+
   auto e = std::make_unique<Entry>();
   e->primitive = dnnl::matmul(pd);
   e->a = memory(a_md, engine, DNNL_MEMORY_NONE);
   e->b = memory(b_md, engine, DNNL_MEMORY_NONE);
   e->c = memory(c_md, engine, DNNL_MEMORY_NONE);
-  e->alpha = memory(memory::desc({1}, memory::data_type::f32, memory::dims{1}), engine);
+  if (binary_alpha) {
+    e->alpha = memory(alpha_md, engine);
+    e->alpha_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+  } else if (mm.alpha != 1.0f) {
+    e->alpha = memory(memory::desc({1}, memory::data_type::f32, memory::dims{1}), engine);
+    e->alpha_arg = DNNL_ARG_ATTR_OUTPUT_SCALES;
+  }
   e->scratchpad = memory(pd.scratchpad_desc(), engine);
   return e;
 }
@@ -93,6 +124,7 @@ Entry& entry_for(const Matmul& mm) {
                 mm.c_dtype,
                 mm.trans_a,
                 mm.trans_b,
+                mm.alpha != 1.0f,
                 std::bit_cast<uint32_t>(mm.beta),
                 omp_get_max_threads()};
   std::lock_guard<std::mutex> lock(mutex);
@@ -132,17 +164,19 @@ void onednn_gemm(const Matmul& mm) {
     e.a.set_data_handle(const_cast<void*>(mm.a));
     e.b.set_data_handle(const_cast<void*>(mm.b));
     e.c.set_data_handle(mm.c);
-    *static_cast<float*>(e.alpha.get_data_handle()) = mm.alpha;
     // The C API takes the arguments as an array, where the C++ one builds a map per call.
-    const dnnl_exec_arg_t args[] = {
-        {DNNL_ARG_SRC, e.a.get()},
-        {DNNL_ARG_WEIGHTS, e.b.get()},
-        {DNNL_ARG_DST, e.c.get()},
-        {DNNL_ARG_ATTR_OUTPUT_SCALES, e.alpha.get()},
-        {DNNL_ARG_SCRATCHPAD, e.scratchpad.get()},
+    dnnl_exec_arg_t args[] = {
+        {DNNL_ARG_SRC, e.a.get()}, {DNNL_ARG_WEIGHTS, e.b.get()},
+        {DNNL_ARG_DST, e.c.get()}, {DNNL_ARG_SCRATCHPAD, e.scratchpad.get()},
+        {e.alpha_arg, nullptr},
     };
-    const dnnl_status_t status = dnnl_primitive_execute(e.primitive.get(), stream.get(),
-                                                        static_cast<int>(std::size(args)), args);
+    int nargs = static_cast<int>(std::size(args)) - 1;
+    if (e.alpha) {
+      *static_cast<float*>(e.alpha.get_data_handle()) = mm.alpha;
+      args[nargs++].memory = e.alpha.get();
+    }
+    const dnnl_status_t status =
+        dnnl_primitive_execute(e.primitive.get(), stream.get(), nargs, args);
     OCTET_CHECK(status == dnnl_success, "gemm", "oneDNN's matmul failed with status ",
                 static_cast<int>(status));
     stream.wait();
