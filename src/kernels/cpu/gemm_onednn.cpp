@@ -3,6 +3,7 @@
 // CMake finds oneDNN; gemm_noonednn.cpp stands in otherwise.
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <compare>
 #include <cstdint>
@@ -23,15 +24,9 @@ namespace {
 using dnnl::memory;
 
 // What a primitive is specialised for. alpha (the FP8 scale_inv factors, which change every
-// step) is a run-time argument where it is not 1 (a primitive with alpha 1 has no such argument).
-// oneDNN 2.6 gives a matmul with run-time output scales to its older gemm:jit kernels only; with
-// alpha as a binary multiply by a 1 x 1 f32 tensor (or with no alpha) it takes the brgemm ones,
-// 10-20% faster on the Zen 4 of docs/perf/cpu-step.md (2048x352x64 bf16: 406 against 465 us,
-// the multiply 0-3% of it). Where brgemm declines (no AVX-512), that binary post-op can leave
-// oneDNN only its reference kernel (with a sum after it), so there alpha stays an output scale.
-// Both give C = alpha acc (+ beta C). beta is baked in as a sum post-op, but training uses few
-// values of it (0 and 1). The thread count is part of the key because oneDNN plans its parallel
-// split at creation.
+// step) is a run-time argument where it is not 1. beta is baked in as a sum post-op, but
+// training uses few values of it (0 and 1). The thread count is part of the key because oneDNN
+// plans its parallel split at creation.
 struct Key {
   int64_t m, n, k;
   DType ab_dtype, c_dtype;
@@ -61,6 +56,18 @@ memory::data_type dnnl_type(DType d) {
   return d == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
+// Which of oneDNN 2.6's kernels a primitive gets follows from how alpha is passed: with run-time
+// output scales only its older gemm:jit ones; with alpha as a binary multiply by a 1 x 1 f32
+// tensor, or with no alpha (alpha 1), its brgemm ones too, which it then prefers. Where brgemm
+// runs without AMX (AVX512_BF16), it beat gemm:jit by 10-26% on the Zen 4 of
+// docs/perf/cpu-step.md where a dimension is at most 256 (the tiny and 256-wide models' GEMMs)
+// and lost by up to 15% where every one is 512 or more (`small`'s weight gradients and LM head):
+// those take the output scale (1 where alpha is). With AMX brgemm is the only kernel that uses
+// it. Where brgemm declines (no AVX-512) the binary multiply could leave only oneDNN's reference
+// kernel (after a sum post-op), so there alpha is an output scale too. All give C = alpha acc
+// (+ beta C), in that order; the summation order differs between the kernels.
+constexpr int64_t kBrgemmMaxSmallDim = 256;
+
 std::unique_ptr<Entry> make_entry(const Matmul& mm) {
   const memory::dim m = mm.m, n = mm.n, k = mm.k;
   const auto ab = dnnl_type(mm.ab_dtype);
@@ -72,13 +79,13 @@ std::unique_ptr<Entry> make_entry(const Matmul& mm) {
   const dnnl::engine& engine = cpu_engine();
   // C = alpha * acc + beta * C, in that order: alpha as a binary multiply or an output scale.
   const memory::desc alpha_md({1, 1}, memory::data_type::f32, memory::dims{1, 1});
-  auto describe = [&](bool binary_alpha) {
+  auto describe = [&](bool brgemm) {
     dnnl::primitive_attr attr;
     dnnl::post_ops post_ops;
-    if (mm.alpha != 1.0f && binary_alpha) {
-      post_ops.append_binary(dnnl::algorithm::binary_mul, alpha_md);
-    } else if (mm.alpha != 1.0f) {
+    if (!brgemm) {
       attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    } else if (mm.alpha != 1.0f) {
+      post_ops.append_binary(dnnl::algorithm::binary_mul, alpha_md);
     }
     if (mm.beta != 0.0f) post_ops.append_sum(mm.beta);
     attr.set_post_ops(post_ops);
@@ -86,27 +93,28 @@ std::unique_ptr<Entry> make_entry(const Matmul& mm) {
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
   };
   dnnl::matmul::primitive_desc pd;
-  bool binary_alpha = false;
-  if (mm.alpha != 1.0f) {
-    try {
-      pd = describe(true);
-      binary_alpha = std::string_view(pd.impl_info_str()).starts_with("brg");
-    } catch (const dnnl::error&) {  // no implementation takes it: the output scale below
-    }
+  bool output_scale = true;
+  try {
+    pd = describe(true);
+    const std::string_view impl = pd.impl_info_str();
+    const bool large = std::min({m, n, k}) > kBrgemmMaxSmallDim;
+    output_scale =
+        !impl.starts_with("brg") || (impl.find("amx") == std::string_view::npos && large);
+  } catch (const dnnl::error&) {  // no kernel takes the binary multiply: the output scale
   }
-  if (!binary_alpha) pd = describe(false);
+  if (output_scale) pd = describe(false);
 
   auto e = std::make_unique<Entry>();
   e->primitive = dnnl::matmul(pd);
   e->a = memory(a_md, engine, DNNL_MEMORY_NONE);
   e->b = memory(b_md, engine, DNNL_MEMORY_NONE);
   e->c = memory(c_md, engine, DNNL_MEMORY_NONE);
-  if (binary_alpha) {
-    e->alpha = memory(alpha_md, engine);
-    e->alpha_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-  } else if (mm.alpha != 1.0f) {
+  if (output_scale) {
     e->alpha = memory(memory::desc({1}, memory::data_type::f32, memory::dims{1}), engine);
     e->alpha_arg = DNNL_ARG_ATTR_OUTPUT_SCALES;
+  } else if (mm.alpha != 1.0f) {
+    e->alpha = memory(alpha_md, engine);
+    e->alpha_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
   }
   e->scratchpad = memory(pd.scratchpad_desc(), engine);
   return e;
