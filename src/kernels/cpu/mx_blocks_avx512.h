@@ -287,27 +287,42 @@ inline OCTET_AVX512_TARGET void mx_row(const In* __restrict x, int64_t cols,
 }
 
 // ---- 1 x N blocks with f32 scales ------------------------------------------------------
-// One row in blocks of bc values (32 <= bc < 256, a multiple of 16: rows of 64-176 values,
-// 1 x 128) with f32 scales (fp8_max / amax, pow2: its power of two), as mx_row does MX:
-// sixteen blocks' amaxes reduced into one vector, their scales lane-wise (block_scales16),
-// then each block's run encoded with its multiplier broadcast. The generic loop it replaces
-// wrote a multiplier per value and read it back in the encode. scale_inv[b]: the bits of
-// the f32 1 / scale; amax_bits, saturated and flushed as encode_run has them.
+// `rows` rows of `cols` values in blocks of bc values (32 <= bc < 256, a multiple of 16: rows
+// of 64-176 values, 1 x 128), each row's last block short where bc does not divide cols, with
+// f32 scales (fp8_max / amax, pow2: its power of two), as mx_row does MX: sixteen blocks'
+// amaxes reduced into one vector, their scales lane-wise (block_scales16), then each block's
+// run encoded with its multiplier broadcast. The sixteen blocks may span rows, so that rows of
+// two or three blocks (176 or 352 values in 1 x 128) fill the vector as long rows do. The
+// generic loop it replaces wrote a multiplier per value and read it back in the encode.
+// scale_inv[b]: the bits of the f32 1 / scale of block b, the blocks of row r after those of
+// rows 0 .. r - 1 (ceil(cols / bc) a row); amax_bits, saturated and flushed as encode_run has
+// them.
 template <class In, bool kE4M3, bool kCount>
-inline OCTET_AVX512_TARGET void scaled_row(const In* __restrict x, int64_t cols, int64_t bc,
-                                           uint8_t* __restrict out, uint32_t* __restrict scale_inv,
-                                           float fp8_max, bool pow2, bool saturate,
-                                           uint32_t& amax_bits, uint64_t& saturated,
+inline OCTET_AVX512_TARGET void scaled_row(const In* __restrict x, int64_t rows, int64_t cols,
+                                           int64_t bc, uint8_t* __restrict out,
+                                           uint32_t* __restrict scale_inv, float fp8_max, bool pow2,
+                                           bool saturate, uint32_t& amax_bits, uint64_t& saturated,
                                            uint64_t& flushed) {
-  for (int64_t c0 = 0; c0 < cols; c0 += 16 * bc) {
-    const int64_t blocks = std::min<int64_t>(16, (cols - c0 + bc - 1) / bc);
+  const int64_t per_row = (cols + bc - 1) / bc, total = rows * per_row;
+  int64_t row = 0, in_row = 0;  // of block i0
+  for (int64_t i0 = 0; i0 < total; i0 += 16) {
+    const int64_t blocks = std::min<int64_t>(16, total - i0);
+    int64_t start[16], width[16];
+    for (int64_t b = 0; b < blocks; ++b) {
+      start[b] = row * cols + in_row * bc;
+      width[b] = std::min(bc, cols - in_row * bc);
+      if (++in_row == per_row) {
+        in_row = 0;
+        ++row;
+      }
+    }
     __m512i m[16];
 #pragma GCC unroll 16
     for (int b = 0; b < 16; ++b) {
       __m512i v = _mm512_setzero_si512();
       if (b < blocks) {
-        const In* xb = x + c0 + b * bc;
-        const int64_t w = std::min(bc, cols - c0 - b * bc);
+        const In* xb = x + start[b];
+        const int64_t w = width[b];
         int64_t i = 0;
         for (; i + 16 <= w; i += 16)
           v = _mm512_max_epu32(v, mag16<true>(xb + i, __mmask16{0xFFFF}));
@@ -323,15 +338,14 @@ inline OCTET_AVX512_TARGET void scaled_row(const In* __restrict x, int64_t cols,
     __m512i inv;
     alignas(64) float mult[16];
     _mm512_store_ps(mult, block_scales16(amax, false, fp8_max, pow2, inv));
-    _mm512_mask_storeu_epi32(scale_inv + c0 / bc, static_cast<__mmask16>((1u << blocks) - 1), inv);
+    _mm512_mask_storeu_epi32(scale_inv + i0, static_cast<__mmask16>((1u << blocks) - 1), inv);
     for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t c = c0 + b * bc, w = std::min(bc, cols - c);
       if (group_max <= 0x7F800000u) {  // no NaN: encode_run's select left out
-        encode_run_as<In, kE4M3, kCount, false>(x + c, out + c, w, mult[b], saturate, saturated,
-                                                flushed);
+        encode_run_as<In, kE4M3, kCount, false>(x + start[b], out + start[b], width[b], mult[b],
+                                                saturate, saturated, flushed);
       } else {
-        encode_run_as<In, kE4M3, kCount, true>(x + c, out + c, w, mult[b], saturate, saturated,
-                                               flushed);
+        encode_run_as<In, kE4M3, kCount, true>(x + start[b], out + start[b], width[b], mult[b],
+                                               saturate, saturated, flushed);
       }
     }
   }
