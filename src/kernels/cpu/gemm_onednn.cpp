@@ -59,13 +59,14 @@ memory::data_type dnnl_type(DType d) {
 // Which of oneDNN 2.6's kernels a primitive gets follows from how alpha is passed: with run-time
 // output scales only its older gemm:jit ones; with alpha as a binary multiply by a 1 x 1 f32
 // tensor, or with no alpha (alpha 1), its brgemm ones too, which it then prefers. Where brgemm
-// runs without AMX (AVX512_BF16), it beat gemm:jit by 10-26% on the Zen 4 of
-// docs/perf/cpu-step.md where a dimension is at most 256 (the tiny and 256-wide models' GEMMs)
-// and lost by up to 15% where every one is 512 or more (`small`'s weight gradients and LM head):
-// those take the output scale (1 where alpha is). With AMX brgemm is the only kernel that uses
-// it. Where brgemm declines (no AVX-512) the binary multiply could leave only oneDNN's reference
-// kernel (after a sum post-op), so there alpha is an output scale too. All give C = alpha acc
-// (+ beta C), in that order; the summation order differs between the kernels.
+// runs without AMX (AVX512_BF16), on the Zen 4 of docs/perf/cpu-step.md gemm:jit took up to
+// 1.22x brgemm's time where a dimension is at most 256 (the tiny and 256-wide models' GEMMs),
+// and brgemm up to 1.16x gemm:jit's where every one is 512 or more (`small`'s weight gradients
+// and LM head): those take the output scale (1 where alpha is). With AMX brgemm is kept: it is
+// the only kernel that uses AMX. Where brgemm declines (no AVX-512) the binary multiply could
+// leave only oneDNN's reference kernel (after a sum post-op), so there alpha is an output scale
+// too. Every way gives C = alpha acc (+ beta C), in that order; the kernels' summation orders
+// differ.
 constexpr int64_t kBrgemmMaxSmallDim = 256;
 
 std::unique_ptr<Entry> make_entry(const Matmul& mm) {
