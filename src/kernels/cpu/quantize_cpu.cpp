@@ -704,47 +704,26 @@ int64_t rows_per_flat_row(int64_t rows, int64_t cols, int64_t block_rows, int64_
   return m;
 }
 
-// Rows of 1 x block_cols blocks with f32 scales that do not tile the row (1 x 128 over rows of
-// 176 or 352 values), in parallel chunks of rows that Kernels::rows takes as one run of blocks.
-// Row by row, two or three blocks at a time, the generic loop took 142.7 us for 2048 x 176 bf16
-// where this takes 88.2 (`octet bench quantize`, one thread, Zen 4; docs/perf/cpu-step.md).
-bool quantize_short_rows(const Kernels& k, const Job& j, const Tensor& x,
-                         const QuantizeOutputs& out, int64_t block_rows, int64_t block_cols,
-                         Stats& st) {
-  const int64_t rows = x.rows(), cols = x.cols();
-  if (k.rows == nullptr || block_rows != 1 || j.e8m0 || block_cols < 32 ||
-      block_cols >= kNarrowBlock || block_cols % 16 != 0 || cols % block_cols == 0)
-    return false;
-  const int64_t per_row = (cols + block_cols - 1) / block_cols;
-  const int64_t chunk = std::max<int64_t>(1, kFlatRow / cols);
-  const int64_t chunks = (rows + chunk - 1) / chunk;
-  const size_t in_size = dtype_size(x.dtype);
-  auto* data = out.data.as<uint8_t>();
-  auto* scales = out.scale_inv.as<uint32_t>();
-  uint32_t amax_bits = 0;
-  uint64_t saturated = 0, flushed = 0;
-#pragma omp parallel for schedule(static) reduction(max : amax_bits) \
-    reduction(+ : saturated, flushed) if (rows * cols > kParallelElements)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t r0 = c * chunk, h = std::min(chunk, rows - r0);
-    Stats s;
-    k.rows(j, byte_offset(x.data, r0 * cols, in_size), h, cols, block_cols, data + r0 * cols,
-           scales + r0 * per_row, &s);
-    amax_bits = std::max(amax_bits, s.amax_bits);
-    saturated += s.saturated;
-    flushed += s.flushed;
-  }
-  st = {amax_bits, saturated, flushed};
-  return true;
+// Whether Kernels::rows takes the rows: 1 x block_cols blocks with f32 scales that do not tile
+// the row (1 x 128 over rows of 176 or 352 values). Row by row, two or three blocks at a time,
+// the generic loop took 142.7 us for 2048 x 176 bf16 where Kernels::rows takes 88.2 (`octet
+// bench quantize`, one thread, Zen 4; docs/perf/cpu-step.md).
+bool short_rows(const Kernels& k, const Job& j, int64_t cols, int64_t block_rows,
+                int64_t block_cols) {
+  return k.rows != nullptr && block_rows == 1 && !j.e8m0 && block_cols >= 32 &&
+         block_cols < kNarrowBlock && block_cols % 16 == 0 && cols % block_cols != 0;
 }
 
-// Bands of block_rows rows, each with its row of scales; the bands run in parallel.
+// Bands of block_rows rows, each with its row of scales, or, for short rows, chunks of rows that
+// Kernels::rows takes as one run of blocks; they run in parallel.
 void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const QuantizeOutputs& out,
                     int64_t block_rows, int64_t block_cols, Stats& st) {
-  if (quantize_short_rows(k, j, x, out, block_rows, block_cols, st)) return;
-  const int64_t flat = rows_per_flat_row(x.rows(), x.cols(), block_rows, block_cols);
+  const bool by_rows = short_rows(k, j, x.cols(), block_rows, block_cols);
+  const int64_t flat = by_rows ? 1 : rows_per_flat_row(x.rows(), x.cols(), block_rows, block_cols);
   const int64_t rows = x.rows() / flat, cols = x.cols() * flat;
-  const int64_t bands = (rows + block_rows - 1) / block_rows;
+  const int64_t per_task = by_rows ? std::max<int64_t>(1, kFlatRow / cols) : block_rows;
+  const int64_t tasks = (rows + per_task - 1) / per_task;
+  // Scales per band, or per row where each row is its own band of blocks.
   const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
   const size_t in_size = dtype_size(x.dtype), scale_size = dtype_size(out.scale_inv.dtype);
   auto* data = out.data.as<uint8_t>();
@@ -752,11 +731,17 @@ void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const Quant
   uint64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(max : amax_bits) \
     reduction(+ : saturated, flushed) if (rows * cols > kParallelElements)
-  for (int64_t b = 0; b < bands; ++b) {
-    const int64_t r0 = b * block_rows, h = std::min(block_rows, rows - r0);
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t r0 = t * per_task, h = std::min(per_task, rows - r0);
+    const void* xt = byte_offset(x.data, r0 * cols, in_size);
+    void* scales = const_cast<char*>(
+        byte_offset(out.scale_inv.data, (by_rows ? r0 : t) * scale_cols, scale_size));
     Stats s;
-    k.band(j, byte_offset(x.data, r0 * cols, in_size), h, cols, block_cols, data + r0 * cols,
-           const_cast<char*>(byte_offset(out.scale_inv.data, b * scale_cols, scale_size)), &s);
+    if (by_rows) {
+      k.rows(j, xt, h, cols, block_cols, data + r0 * cols, scales, &s);
+    } else {
+      k.band(j, xt, h, cols, block_cols, data + r0 * cols, scales, &s);
+    }
     amax_bits = std::max(amax_bits, s.amax_bits);
     saturated += s.saturated;
     flushed += s.flushed;
