@@ -3,9 +3,10 @@
 // (onednn-f32, matmul_operand_dtype), multiplied by that GEMM with fp32 accumulation, and the
 // scale_inv factors applied in fp32 the way Hopper's scaled GEMMs apply them: per tensor on the
 // accumulator, per row/column in the epilogue, and per K slice for grids that split K (1x128,
-// 128x128, MX). That path is the reference; gemm_fp8_fused_cpu.cpp runs every grid (per tensor
-// too) as one full-K GEMM, the scales never in the engine's alpha, where their range allows it
-// (the default, see Fp8GemmPath).
+// 128x128, MX). That path is the reference; gemm_fp8_fused_cpu.cpp runs every grid as one
+// full-K GEMM where the scales' range allows it (the default, see Fp8GemmPath). Per tensor it
+// makes the same GEMM call as the per-tensor branch below, only with faster widening; other
+// grids' scales go into the widened operands or its epilogue, not alpha.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

@@ -373,14 +373,12 @@ struct Rows {
   template <class In, bool kE4M3, bool kCount, Isa kIsa>
   [[gnu::always_inline]] static void run(const Job& j, const void* xv, int64_t h, int64_t cols,
                                          int64_t bc, uint8_t* out, void* scale_inv, Stats* st) {
+    static_assert(kIsa == Isa::avx512, "only the AVX-512 variant has Kernels::rows");
 #if defined(__x86_64__) && defined(__GNUC__)
-    if constexpr (kIsa == Isa::avx512) {
-      avx512::scaled_row<In, kE4M3, kCount>(static_cast<const In*>(xv), h, cols, bc, out,
-                                            static_cast<uint32_t*>(scale_inv), j.fp8_max, j.pow2,
-                                            j.saturate, st->amax_bits, st->saturated, st->flushed);
-    }
+    avx512::scaled_row<In, kE4M3, kCount>(static_cast<const In*>(xv), h, cols, bc, out,
+                                          static_cast<uint32_t*>(scale_inv), j.fp8_max, j.pow2,
+                                          j.saturate, st->amax_bits, st->saturated, st->flushed);
 #endif
-    // Only the AVX-512 variant has it (Kernels::rows).
   }
 };
 
