@@ -10,6 +10,7 @@
 #include "kernels/convert.h"
 #include "kernels/optimizer.h"
 #include "layer_testing.h"
+#include "quantize_testing.h"
 
 namespace octet {
 namespace {
@@ -155,6 +156,102 @@ TEST_P(OptimizerOnDevice, AdamWWritingTheBf16CopyMatchesAdamWThenConvertBitForBi
                             one.ss.tensor, f32.tensor);
       },
       "adamw", "the working copy must be bf16");
+}
+
+// The CPU AdamW exists once per instruction-set level (picked from the CPU, capped by
+// OCTET_CPU_ISA): each level this machine has gives the baseline's bits for param, m, v and the
+// bf16 copy (tolerance: none, memcmp), over threads, a ragged tail and values that take every
+// branch of the rounding: NaN and Inf gradients, zero and subnormal moments, parameters that
+// round to bf16 ties and overflow it.
+TEST(OptimizerCpu, AdamWGivesTheSameBitsOnEveryInstructionSetLevel) {
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t n = (1 << 17) + 77;
+  AdamWInputs in = random_state(n, rng);
+  for (int64_t i = 0; i < n; i += 997) {
+    switch (i / 997 % 6) {
+      case 0:
+        in.g[i] = NAN;
+        break;
+      case 1:
+        in.g[i] = i % 2 == 0 ? INFINITY : -INFINITY;
+        break;
+      case 2:
+        in.m[i] = 0.0, in.v[i] = 0.0, in.g[i] = 0.0;
+        break;
+      case 3:
+        in.v[i] = 0x1p-140, in.m[i] = -0x1p-145;
+        break;
+      case 4:
+        in.p[i] = 1.0 + 0x1p-8;
+        break;  // halfway between two bf16 values
+      default:
+        in.p[i] = 3.4e38;
+        break;  // rounds past bf16's largest finite
+    }
+  }
+  kernels::AdamWStep s;
+  s.lr = 3e-3f;
+  s.weight_decay = 0.1f;
+  s.step = 5;
+  s.max_grad_norm = 1.0f;
+  auto run = [&](const char* isa, bool copy) {
+    testing::ScopedEnv env("OCTET_CPU_ISA", isa);
+    auto p = testing::upload(Device::cpu(), DType::f32, {n}, in.p);
+    auto g = testing::upload(Device::cpu(), DType::f32, {n}, in.g);
+    auto m = testing::upload(Device::cpu(), DType::f32, {n}, in.m);
+    auto v = testing::upload(Device::cpu(), DType::f32, {n}, in.v);
+    auto ss = testing::upload(Device::cpu(), DType::f32, {1}, std::vector<double>{4.0});
+    auto w = testing::upload(Device::cpu(), DType::bf16, {n}, std::vector<double>(n, 3.0));
+    kernels::adamw_step(p.tensor, g.tensor, m.tensor, v.tensor, s, ss.tensor,
+                        copy ? w.tensor : Tensor());
+    std::vector<uint8_t> out;
+    for (const Tensor* t : {&p.tensor, &m.tensor, &v.tensor, &w.tensor}) {
+      const auto* b = static_cast<const uint8_t*>(t->data);
+      out.insert(out.end(), b, b + t->nbytes());
+    }
+    return out;
+  };
+  for (const bool copy : {false, true}) {
+    const std::vector<uint8_t> want = run("baseline", copy);
+    for (const char* isa : {"avx2", "avx512"}) {
+      EXPECT_EQ(run(isa, copy), want) << "OCTET_CPU_ISA=" << isa << (copy ? ", bf16 copy" : "");
+    }
+  }
+}
+
+// The CPU sums keep each chunk's partial sums in fixed lanes, so every instruction-set level
+// gives the baseline's bits (tolerance: none), for f32 and bf16, tails of every length mod 32
+// and more chunks than one thread takes.
+TEST(OptimizerCpu, SumsGiveTheSameBitsOnEveryInstructionSetLevel) {
+  testing::Rng rng(testing::fresh_seed());
+  for (const int64_t n : {int64_t{1}, int64_t{31}, int64_t{1000}, int64_t{(1 << 20) + 19}}) {
+    // Values of about 1, with 2^60 and -2^60 side by side at every 1024th place: the partial
+    // sums they fall into (0 and 1 of 32) absorb the small values that follow them there and
+    // cancel when the partials are added in order; another grouping or order of the partials
+    // absorbs other values, and gives a sum far apart in f32.
+    std::vector<double> x = testing::uniform(n, -3, 3, rng);
+    for (int64_t i = 0; i + 1 < n; i += 1024) x[i] = 0x1p60, x[i + 1] = -0x1p60;
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      const auto xt = testing::upload(Device::cpu(), dtype, {n}, x);
+      auto sums = [&](const char* isa) {
+        testing::ScopedEnv env("OCTET_CPU_ISA", isa);
+        auto out = testing::upload(Device::cpu(), DType::f32, {1}, std::vector<double>{0.0});
+        kernels::sum_of_squares(xt.tensor, out.tensor);
+        std::vector<double> got{testing::download(out.tensor)[0]};
+        if (dtype == DType::f32) {
+          auto acc = testing::upload(Device::cpu(), DType::f32, {1}, std::vector<double>{0.25});
+          kernels::add_scaled_sum(xt.tensor, acc.tensor, 1.0 / 3.0);
+          got.push_back(testing::download(acc.tensor)[0]);
+        }
+        return got;
+      };
+      const std::vector<double> want = sums("baseline");
+      for (const char* isa : {"avx2", "avx512"}) {
+        EXPECT_EQ(sums(isa), want)
+            << "OCTET_CPU_ISA=" << isa << " n " << n << " " << dtype_name(dtype);
+      }
+    }
+  }
 }
 
 TEST(ClipFactor, IsMaxNormOverNormAboveTheMaximumAndOneOtherwise) {
