@@ -13,6 +13,8 @@
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/convert.h"
+#include "kernels/cpu/bf16_round_avx512.h"
+#include "kernels/cpu/isa.h"
 #include "testing.h"
 
 namespace octet {
@@ -217,6 +219,34 @@ TEST(ConvertKernelCpu, EveryInstructionSetVariantMatchesTheScalarFunctions) {
   } else {
     unsetenv("OCTET_CPU_ISA");
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) void round_to_bf16_avx512(const float* in, uint16_t* out) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      kernels::cpu::avx512::round_to_bf16(_mm512_loadu_ps(in)));
+}
+#endif
+
+// The AVX-512 lanes' bf16 rounding (SwiGLU's stores, AdamW's copy, the block FP8 GEMM's C) is
+// f32_to_bf16 bit for bit: every upper half (every exponent, sign, NaN and Inf) with the lower
+// halves around the rounding boundary (0x7FFF, 0x8000, 0x8001: ties to even both ways) and the
+// ends. Tolerance: none.
+TEST(ConvertKernelCpu, Bf16RoundingInAvx512LanesMatchesTheScalarForEveryUpperHalf) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kernels::cpu::hardware_isa() != kernels::cpu::Isa::avx512) GTEST_SKIP() << "no AVX-512";
+  const uint32_t lows[] = {0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFE, 0xFFFF};
+  std::vector<float> in;
+  for (uint32_t high = 0; high <= 0xFFFF; ++high)
+    for (const uint32_t low : lows) in.push_back(f32_from_bits(high << 16 | low));
+  std::vector<uint16_t> out(in.size());
+  for (size_t i = 0; i < in.size(); i += 16) round_to_bf16_avx512(in.data() + i, out.data() + i);
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(out[i], f32_to_bf16(in[i])) << std::hex << "f32 bits 0x" << f32_bits(in[i]);
+  }
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/convert.h"
+#include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
@@ -60,19 +61,6 @@ bool hardware_bf16() {
   return __builtin_cpu_supports("avx512bf16");
 }
 
-// f32 -> bf16 of 16 lanes as core/convert.h's f32_to_bf16: round to nearest even, NaN quieted
-// (vcvtneps2bf16 would flush subnormals to zero).
-OCTET_AVX512_BF16 inline __m256i to_bf16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded =
-      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
-}
-
 // C[0..rows, 0..cols) of one tile = alpha * acc + beta * C (beta == 0: C only written).
 OCTET_AVX512_BF16 inline void store_tile(const __m512 (&acc)[kMr][2], int64_t rows, int64_t cols,
                                          float alpha, float beta, void* c, DType c_dtype,
@@ -96,7 +84,7 @@ OCTET_AVX512_BF16 inline void store_tile(const __m512 (&acc)[kMr][2], int64_t ro
               _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, out)), 16);
           v = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(old), v);
         }
-        _mm256_mask_storeu_epi16(out, mask, to_bf16(v));
+        _mm256_mask_storeu_epi16(out, mask, avx512::round_to_bf16(v));
       }
     }
   }

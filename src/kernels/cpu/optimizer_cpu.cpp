@@ -6,6 +6,7 @@
 
 #include "core/convert.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/optimizer.h"
@@ -88,16 +89,7 @@ OCTET_ADAMW_AVX512 void adamw_chunk_avx512(const AdamWFactors& f, float* p, cons
         _mm512_div_ps(_mm512_mul_ps(lr, m_hat), _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)));
     _mm512_storeu_ps(p + i, updated);
     if constexpr (kBf16Copy) {
-      // f32_to_bf16: round to nearest even, NaN quieted.
-      const __m512i u = _mm512_castps_si512(updated);
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      const __m512i rounded = _mm512_srli_epi32(
-          _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-      const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-      const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-          _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + i),
-                          _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + i), avx512::round_to_bf16(updated));
     }
   }
   adamw_scalar<kBf16Copy>(f, p, g, mm, vv, w, i, end);

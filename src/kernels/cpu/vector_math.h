@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/intrinsics.h"
 
 #define OCTET_CPU_VECTOR_EXP 1
@@ -48,6 +49,14 @@ OCTET_AVX512 inline __m512 load16(const uint16_t* x, int64_t n, float fill = 0.0
 // The first min(n, 16) lanes of v to y, each rounded once to y's type (from_f32's rounding).
 template <typename A>
 OCTET_AVX512 inline void store16(A* y, __m512 v, int64_t n) {
+  if (n >= 16) {  // whole vectors: the rounding in lanes (a quarter of SwiGLU's time lane by lane)
+    if constexpr (sizeof(A) == 4) {
+      _mm512_storeu_ps(reinterpret_cast<float*>(y), v);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), avx512::round_to_bf16(v));
+    }
+    return;
+  }
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, v);
   const int64_t k = n < 16 ? n : 16;

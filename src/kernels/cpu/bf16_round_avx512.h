@@ -1,0 +1,26 @@
+// kernels/cpu/bf16_round_avx512.h: 16 floats rounded to bf16 in AVX-512 lanes, bit for bit
+// core/convert.h's f32_to_bf16 (round to nearest even, NaN quieted with its sign and payload
+// kept); vcvtneps2bf16 would flush subnormals to zero. Internal to kernels/cpu: the stores of
+// the SwiGLU rows (vector_math.h), AdamW's bf16 copy (optimizer_cpu.cpp) and the block FP8
+// micro-kernel's C (gemm_fp8_block_cpu.cpp). Only on x86-64 GCC/clang; carries its own target.
+// defines: cpu::avx512::round_to_bf16
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/intrinsics.h"
+
+namespace octet::kernels::cpu::avx512 {
+
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m256i round_to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                _mm512_set1_epi32(0x7F800000));
+  return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+}
+
+}  // namespace octet::kernels::cpu::avx512
+#endif
