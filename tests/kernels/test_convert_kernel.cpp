@@ -228,7 +228,7 @@ __attribute__((target("avx512f"))) void round_to_bf16_avx512(const float* in, ui
 }
 #endif
 
-// The AVX-512 lanes' bf16 rounding (SwiGLU's stores, AdamW's copy, the block FP8 GEMM's C) is
+// The AVX-512 lanes' bf16 rounding (SwiGLU's stores, the block FP8 GEMM's C) is
 // f32_to_bf16 bit for bit: every upper half (every exponent, sign, NaN and Inf) with the lower
 // halves around the rounding boundary (0x7FFF, 0x8000, 0x8001: ties to even both ways) and the
 // ends. Tolerance: none.

@@ -1,9 +1,8 @@
 // kernels/cpu/bf16_round_avx512.h: 16 floats rounded to bf16 in AVX-512 lanes, bit for bit
 // core/convert.h's f32_to_bf16 (round to nearest even, NaN quieted with its sign and payload
 // kept); vcvtneps2bf16 would flush subnormals to zero. Internal to kernels/cpu: the stores of
-// the SwiGLU rows (vector_math.h), AdamW's bf16 copy (optimizer_cpu.cpp) and the block FP8
-// micro-kernel's C (gemm_fp8_block_cpu.cpp). Only on x86-64 GCC/clang; carries its own target.
-// defines: cpu::avx512::round_to_bf16
+// the SwiGLU rows (vector_math.h) and the block FP8 micro-kernel's C (gemm_fp8_block_cpu.cpp). Only
+// on x86-64 GCC/clang; carries its own target. defines: cpu::avx512::round_to_bf16
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)

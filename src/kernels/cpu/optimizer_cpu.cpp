@@ -6,8 +6,6 @@
 
 #include "core/convert.h"
 #include "kernels/backends.h"
-#include "kernels/cpu/bf16_round_avx512.h"
-#include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/optimizer.h"
 
@@ -29,114 +27,108 @@ struct AdamWFactors {
 
 // Elements [begin, end): the update, each operation an fp32 rounding in this order (the CUDA
 // kernel's too, and tests/kernels/test_optimizer.cpp's bound). kBf16Copy: also writes the
-// updated parameter rounded to bf16 into w. The vector variants below do the same operations
-// on 16 or 8 lanes (IEEE division and square root are correctly rounded at every width, and
-// the build contracts no multiply-add: -ffp-contract=off), so every variant gives the same bits.
+// updated parameter rounded to bf16 into w. Compiled once per instruction-set level (below),
+// where GCC vectorises it: vectorising reorders nothing, IEEE division and square root are
+// correctly rounded at every width, and the build contracts no multiply-add
+// (-ffp-contract=off), so every level gives the same bits. The factors come by value and sqrt
+// sets no errno (CMakeLists.txt compiles this file with -fno-math-errno; `#pragma GCC optimize`
+// does not reach the builtin): with either missing, the loop stayed scalar, a tenth of the
+// `small` bf16 step on the Zen 4 guest.
 template <bool kBf16Copy>
-[[gnu::always_inline]] inline void adamw_scalar(const AdamWFactors& f, float* __restrict p,
-                                                const float* __restrict g, float* __restrict mm,
-                                                float* __restrict vv, uint16_t* __restrict w,
-                                                int64_t begin, int64_t end) {
+[[gnu::always_inline]] inline void adamw_loop(const AdamWFactors f, float* __restrict p,
+                                              const float* __restrict g, float* __restrict mm,
+                                              float* __restrict vv, uint16_t* __restrict w,
+                                              int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const float gi = g[i] * f.scale;
-    mm[i] = f.beta1 * mm[i] + f.one_minus_beta1 * gi;
-    vv[i] = f.beta2 * vv[i] + f.one_minus_beta2 * gi * gi;
-    const float m_hat = mm[i] / f.bias1;
-    const float v_hat = vv[i] / f.bias2;
+    const float m = f.beta1 * mm[i] + f.one_minus_beta1 * gi;
+    const float v = f.beta2 * vv[i] + f.one_minus_beta2 * gi * gi;
+    mm[i] = m;
+    vv[i] = v;
+    const float m_hat = m / f.bias1;
+    const float v_hat = v / f.bias2;
     const float updated = p[i] * f.decay - f.lr * m_hat / (std::sqrt(v_hat) + f.eps);
     p[i] = updated;
     if constexpr (kBf16Copy) w[i] = f32_to_bf16(updated);
   }
 }
 
-using AdamWChunk = void (*)(const AdamWFactors&, float*, const float*, float*, float*, uint16_t*,
-                            int64_t, int64_t);
-
-template <bool kBf16Copy>
-void adamw_chunk_baseline(const AdamWFactors& f, float* p, const float* g, float* mm, float* vv,
-                          uint16_t* w, int64_t begin, int64_t end) {
-  adamw_scalar<kBf16Copy>(f, p, g, mm, vv, w, begin, end);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OCTET_ADAMW_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
-#define OCTET_ADAMW_AVX2 __attribute__((target("avx2,fma")))
-
-// The scalar loop's AdamW was the largest single kernel of the `small` bf16 step on the Zen 4
-// guest (scalar: GCC keeps sqrtf's errno branch and reloads the factors after every store),
-// about a tenth of it; these run at the memory's pace.
-template <bool kBf16Copy>
-OCTET_ADAMW_AVX512 void adamw_chunk_avx512(const AdamWFactors& f, float* p, const float* g,
-                                           float* mm, float* vv, uint16_t* w, int64_t begin,
-                                           int64_t end) {
-  const __m512 scale = _mm512_set1_ps(f.scale), b1 = _mm512_set1_ps(f.beta1),
-               c1 = _mm512_set1_ps(f.one_minus_beta1), b2 = _mm512_set1_ps(f.beta2),
-               c2 = _mm512_set1_ps(f.one_minus_beta2), bias1 = _mm512_set1_ps(f.bias1),
-               bias2 = _mm512_set1_ps(f.bias2), decay = _mm512_set1_ps(f.decay),
-               lr = _mm512_set1_ps(f.lr), eps = _mm512_set1_ps(f.eps);
-  int64_t i = begin;
-  for (; i + 16 <= end; i += 16) {
-    const __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), scale);
-    const __m512 m =
-        _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(mm + i)), _mm512_mul_ps(c1, gi));
-    const __m512 v = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(vv + i)),
-                                   _mm512_mul_ps(_mm512_mul_ps(c2, gi), gi));
-    _mm512_storeu_ps(mm + i, m);
-    _mm512_storeu_ps(vv + i, v);
-    const __m512 m_hat = _mm512_div_ps(m, bias1), v_hat = _mm512_div_ps(v, bias2);
-    const __m512 updated = _mm512_sub_ps(
-        _mm512_mul_ps(_mm512_loadu_ps(p + i), decay),
-        _mm512_div_ps(_mm512_mul_ps(lr, m_hat), _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)));
-    _mm512_storeu_ps(p + i, updated);
-    if constexpr (kBf16Copy) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + i), avx512::round_to_bf16(updated));
+// Chunk sums in fp64: each chunk's elements into kLanes partial sums (element i of the chunk
+// into partial i % kLanes, in order), the partials then added in order 0..kLanes-1. The
+// partials are what the vectorised loop keeps in its lanes, so every instruction-set level
+// gives the same bits. kSquare: the squares, exact in fp64 (a float's 24-bit significand
+// squared fits 53 bits).
+constexpr int kLanes = 32;
+template <bool kSquare, class In>
+[[gnu::always_inline]] inline double sum_loop(const In* __restrict x, int64_t n) {
+  double partial[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const double v = load_f32(x[i + j]);
+      partial[j] += kSquare ? v * v : v;
     }
   }
-  adamw_scalar<kBf16Copy>(f, p, g, mm, vv, w, i, end);
-}
-
-template <bool kBf16Copy>
-OCTET_ADAMW_AVX2 void adamw_chunk_avx2(const AdamWFactors& f, float* p, const float* g, float* mm,
-                                       float* vv, uint16_t* w, int64_t begin, int64_t end) {
-  const __m256 scale = _mm256_set1_ps(f.scale), b1 = _mm256_set1_ps(f.beta1),
-               c1 = _mm256_set1_ps(f.one_minus_beta1), b2 = _mm256_set1_ps(f.beta2),
-               c2 = _mm256_set1_ps(f.one_minus_beta2), bias1 = _mm256_set1_ps(f.bias1),
-               bias2 = _mm256_set1_ps(f.bias2), decay = _mm256_set1_ps(f.decay),
-               lr = _mm256_set1_ps(f.lr), eps = _mm256_set1_ps(f.eps);
-  int64_t i = begin;
-  for (; i + 8 <= end; i += 8) {
-    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), scale);
-    const __m256 m =
-        _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(mm + i)), _mm256_mul_ps(c1, gi));
-    const __m256 v = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(vv + i)),
-                                   _mm256_mul_ps(_mm256_mul_ps(c2, gi), gi));
-    _mm256_storeu_ps(mm + i, m);
-    _mm256_storeu_ps(vv + i, v);
-    const __m256 m_hat = _mm256_div_ps(m, bias1), v_hat = _mm256_div_ps(v, bias2);
-    const __m256 updated = _mm256_sub_ps(
-        _mm256_mul_ps(_mm256_loadu_ps(p + i), decay),
-        _mm256_div_ps(_mm256_mul_ps(lr, m_hat), _mm256_add_ps(_mm256_sqrt_ps(v_hat), eps)));
-    _mm256_storeu_ps(p + i, updated);
-    if constexpr (kBf16Copy) {
-      alignas(32) uint32_t bits[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), _mm256_castps_si256(updated));
-      for (int l = 0; l < 8; ++l) w[i + l] = f32_to_bf16(f32_from_bits(bits[l]));
-    }
+  for (int j = 0; i + j < n; ++j) {
+    const double v = load_f32(x[i + j]);
+    partial[j] += kSquare ? v * v : v;
   }
-  adamw_scalar<kBf16Copy>(f, p, g, mm, vv, w, i, end);
+  double sum = 0.0;
+  for (const double s : partial) sum += s;
+  return sum;
 }
-#undef OCTET_ADAMW_AVX512
-#undef OCTET_ADAMW_AVX2
-#endif
 
-template <bool kBf16Copy>
-AdamWChunk pick_adamw_chunk() {
+struct Loops {
+  void (*adamw)(const AdamWFactors&, float*, const float*, float*, float*, uint16_t*, int64_t,
+                int64_t);
+  void (*adamw_bf16)(const AdamWFactors&, float*, const float*, float*, float*, uint16_t*, int64_t,
+                     int64_t);
+  double (*sum_f32)(const void*, int64_t);
+  double (*sum_bf16)(const void*, int64_t);
+  double (*squares_f32)(const void*, int64_t);
+  double (*squares_bf16)(const void*, int64_t);
+};
+
+#define OCTET_OPTIMIZER_VARIANT(name, attributes)                                               \
+  attributes void adamw_##name(const AdamWFactors& f, float* p, const float* g, float* mm,      \
+                               float* vv, uint16_t* w, int64_t begin, int64_t end) {            \
+    adamw_loop<false>(f, p, g, mm, vv, w, begin, end);                                          \
+  }                                                                                             \
+  attributes void adamw_bf16_##name(const AdamWFactors& f, float* p, const float* g, float* mm, \
+                                    float* vv, uint16_t* w, int64_t begin, int64_t end) {       \
+    adamw_loop<true>(f, p, g, mm, vv, w, begin, end);                                           \
+  }                                                                                             \
+  attributes double sum_f32_##name(const void* x, int64_t n) {                                  \
+    return sum_loop<false>(static_cast<const float*>(x), n);                                    \
+  }                                                                                             \
+  attributes double sum_bf16_##name(const void* x, int64_t n) {                                 \
+    return sum_loop<false>(static_cast<const uint16_t*>(x), n);                                 \
+  }                                                                                             \
+  attributes double squares_f32_##name(const void* x, int64_t n) {                              \
+    return sum_loop<true>(static_cast<const float*>(x), n);                                     \
+  }                                                                                             \
+  attributes double squares_bf16_##name(const void* x, int64_t n) {                             \
+    return sum_loop<true>(static_cast<const uint16_t*>(x), n);                                  \
+  }                                                                                             \
+  [[maybe_unused]] constexpr Loops kLoops_##name = {adamw_##name,       adamw_bf16_##name,      \
+                                                    sum_f32_##name,     sum_bf16_##name,        \
+                                                    squares_f32_##name, squares_bf16_##name};
+
+OCTET_OPTIMIZER_VARIANT(baseline, )
 #if defined(__x86_64__) && defined(__GNUC__)
-  const Isa isa = usable_isa("adamw");
-  if (isa == Isa::avx512) return adamw_chunk_avx512<kBf16Copy>;
-  if (isa == Isa::avx2) return adamw_chunk_avx2<kBf16Copy>;
+OCTET_OPTIMIZER_VARIANT(avx2, __attribute__((target("avx2,fma"))))
+OCTET_OPTIMIZER_VARIANT(avx512,
+                        __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))))
 #endif
-  return adamw_chunk_baseline<kBf16Copy>;
+#undef OCTET_OPTIMIZER_VARIANT
+
+const Loops& pick_loops(const char* op) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  const Isa isa = usable_isa(op);
+  if (isa == Isa::avx512) return kLoops_avx512;
+  if (isa == Isa::avx2) return kLoops_avx2;
+#endif
+  return kLoops_baseline;
 }
 
 // kBf16Copy: also writes the updated parameter rounded to bf16 into w, in the same pass.
@@ -158,7 +150,8 @@ void adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tenso
                        1.0f - s.lr * s.weight_decay,
                        s.lr,
                        s.eps};
-  const AdamWChunk chunk = pick_adamw_chunk<kBf16Copy>();
+  const Loops& loops = pick_loops("adamw");
+  const auto chunk = kBf16Copy ? loops.adamw_bf16 : loops.adamw;
   float* p = param.as<float>();
   const float* g = grad.as<const float>();
   float* mm = m.as<float>();
@@ -187,117 +180,17 @@ void adamw_step_to_bf16(const Tensor& param, const Tensor& grad, const Tensor& m
 
 namespace {
 
-// Sums in fp64 over chunks of kSumChunk elements, each chunk's elements into kLanes partial sums
-// (element i of the chunk into partial i % kLanes, in order), the partials then added in order
-// 0..kLanes-1, and the chunks' sums in chunk order: the result depends neither on the thread
-// count nor on the instruction-set level (the vector variants keep the partials in their lanes).
-// kSquare: the squares, which are exact in fp64 (a float's 24-bit significand squared fits
-// 53 bits), so a fused multiply-add rounds as the add alone does.
+// Sums in fp64 over chunks of kSumChunk elements (sum_loop's partials within each), the chunks'
+// sums added in chunk order: the result depends neither on the thread count nor on the
+// instruction-set level.
 constexpr int64_t kSumChunk = int64_t{1} << 14;
-constexpr int kLanes = 32;
-
-template <bool kSquare, class In>
-[[gnu::always_inline]] inline double sum_chunk_scalar(const In* x, int64_t n) {
-  double partial[kLanes] = {};
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = load_f32(x[i]);
-    partial[i % kLanes] += kSquare ? v * v : v;
-  }
-  double sum = 0.0;
-  for (double p : partial) sum += p;
-  return sum;
-}
-
-template <bool kSquare, class In>
-double sum_chunk_baseline(const void* x, int64_t n) {
-  return sum_chunk_scalar<kSquare>(static_cast<const In*>(x), n);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OCTET_SUM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
-#define OCTET_SUM_AVX2 __attribute__((target("avx2,fma")))
-// 8 values from x as fp64.
-OCTET_SUM_AVX512 inline __m512d load8_f64(const float* x) {
-  return _mm512_cvtps_pd(_mm256_loadu_ps(x));
-}
-OCTET_SUM_AVX512 inline __m512d load8_f64(const uint16_t* x) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-  return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-}
-// Four registers of eight lanes: partial 8 r + l in lane l of register r.
-template <bool kSquare, class In>
-OCTET_SUM_AVX512 double sum_chunk_avx512(const void* xv, int64_t n) {
-  const In* x = static_cast<const In*>(xv);
-  __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(),
-                    _mm512_setzero_pd()};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; ++r) {
-      const __m512d v = load8_f64(x + i + 8 * r);
-      acc[r] = kSquare ? _mm512_fmadd_pd(v, v, acc[r]) : _mm512_add_pd(acc[r], v);
-    }
-  }
-  alignas(64) double partial[kLanes];
-  for (int r = 0; r < 4; ++r) _mm512_store_pd(partial + 8 * r, acc[r]);
-  for (int64_t j = 0; i + j < n; ++j) {  // the tail, partial j of the next row
-    const double v = load_f32(x[i + j]);
-    partial[j] += kSquare ? v * v : v;
-  }
-  double sum = 0.0;
-  for (double p : partial) sum += p;
-  return sum;
-}
-OCTET_SUM_AVX2 inline __m256d load4_f64(const float* x) {
-  return _mm256_cvtps_pd(_mm_loadu_ps(x));
-}
-OCTET_SUM_AVX2 inline __m256d load4_f64(const uint16_t* x) {
-  const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x));
-  return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)));
-}
-// Eight registers of four lanes: partial 4 r + l in lane l of register r.
-template <bool kSquare, class In>
-OCTET_SUM_AVX2 double sum_chunk_avx2(const void* xv, int64_t n) {
-  const In* x = static_cast<const In*>(xv);
-  __m256d acc[8];
-  for (auto& a : acc) a = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) {
-      const __m256d v = load4_f64(x + i + 4 * r);
-      acc[r] = kSquare ? _mm256_fmadd_pd(v, v, acc[r]) : _mm256_add_pd(acc[r], v);
-    }
-  }
-  alignas(32) double partial[kLanes];
-  for (int r = 0; r < 8; ++r) _mm256_store_pd(partial + 4 * r, acc[r]);
-  for (int64_t j = 0; i + j < n; ++j) {
-    const double v = load_f32(x[i + j]);
-    partial[j] += kSquare ? v * v : v;
-  }
-  double sum = 0.0;
-  for (double p : partial) sum += p;
-  return sum;
-}
-#undef OCTET_SUM_AVX512
-#undef OCTET_SUM_AVX2
-#endif
-
-template <bool kSquare, class In>
-double (*pick_sum_chunk())(const void*, int64_t) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  const Isa isa = usable_isa(kSquare ? "sum_of_squares" : "add_scaled_sum");
-  if (isa == Isa::avx512) return sum_chunk_avx512<kSquare, In>;
-  if (isa == Isa::avx2) return sum_chunk_avx2<kSquare, In>;
-#endif
-  return sum_chunk_baseline<kSquare, In>;
-}
 
 template <bool kSquare>
 double sum_in_chunks(const Tensor& x) {
   const bool bf16 = x.dtype == DType::bf16;
-  const auto chunk_sum =
-      bf16 ? pick_sum_chunk<kSquare, uint16_t>() : pick_sum_chunk<kSquare, float>();
+  const Loops& loops = pick_loops(kSquare ? "sum_of_squares" : "add_scaled_sum");
+  const auto chunk_sum = kSquare ? (bf16 ? loops.squares_bf16 : loops.squares_f32)
+                                 : (bf16 ? loops.sum_bf16 : loops.sum_f32);
   const size_t size = dtype_size(x.dtype);
   const int64_t n = x.numel();
   const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
