@@ -174,6 +174,25 @@ def test_step_compare_puts_ours_and_hf_in_one_record():
     assert hf.get("skipped") or hf["tokens_per_s"] > 0
 
 
+def test_step_compare_keeps_the_fastest_of_its_reps_and_their_range():
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "step_compare.py"), "--octet",
+                           OCTET, "--python", sys.executable, "--device", "cpu", "--model",
+                           "tiny", "--batch", "2", "--seq", "32", "--warmup", "0", "--steps",
+                           "1", "--reps", "3", "--json"], stdout=subprocess.PIPE, text=True,
+                          timeout=600)
+    assert proc.returncode == 0
+    doc = json.loads(proc.stdout)
+    assert doc["reps"] == 3
+    (result,) = doc["results"]
+    for r in [result["octet_bf16"], *result["octet_fp8"]]:
+        times = r["step_ms_all"]
+        assert len(times) == 3 and all(t > 0 for t in times)
+        # The row is the fastest call's (times are rounded to the microsecond).
+        assert abs(r["step_seconds"] * 1e3 - min(times)) < 1e-3
+    hf = result["hf_bf16"]
+    assert hf.get("skipped") or len(hf["step_ms_all"]) == 3
+
+
 def test_cpu_fp8_recipes_tabulates_every_recipe_for_each_binary():
     proc = subprocess.run([sys.executable, os.path.join(BENCH, "cpu_fp8_recipes.py"), "--octet",
                            f"a={OCTET}", "--octet", f"b={OCTET}", "--model", "tiny", "--batch",
