@@ -6,19 +6,13 @@
 
 #include "core/convert.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/optimizer.h"
 
 namespace octet::kernels::cpu {
 
 namespace {
-
-[[gnu::always_inline]] inline float load_f32(float v) {
-  return v;
-}
-[[gnu::always_inline]] inline float load_f32(uint16_t v) {
-  return bf16_to_f32(v);
-}
 
 // The step's factors, each the f32 value the scalar formula computes once per element.
 struct AdamWFactors {
@@ -65,12 +59,12 @@ template <bool kSquare, class In>
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int j = 0; j < kLanes; ++j) {
-      const double v = load_f32(x[i + j]);
+      const double v = to_f32(x[i + j]);
       partial[j] += kSquare ? v * v : v;
     }
   }
   for (int j = 0; i + j < n; ++j) {
-    const double v = load_f32(x[i + j]);
+    const double v = to_f32(x[i + j]);
     partial[j] += kSquare ? v * v : v;
   }
   double sum = 0.0;
@@ -83,8 +77,7 @@ struct Loops {
                 int64_t);
   void (*adamw_bf16)(const AdamWFactors&, float*, const float*, float*, float*, uint16_t*, int64_t,
                      int64_t);
-  double (*sum_f32)(const void*, int64_t);
-  double (*sum_bf16)(const void*, int64_t);
+  double (*sum_f32)(const void*, int64_t);  // add_scaled_sum takes f32 only
   double (*squares_f32)(const void*, int64_t);
   double (*squares_bf16)(const void*, int64_t);
 };
@@ -101,18 +94,14 @@ struct Loops {
   attributes double sum_f32_##name(const void* x, int64_t n) {                                  \
     return sum_loop<false>(static_cast<const float*>(x), n);                                    \
   }                                                                                             \
-  attributes double sum_bf16_##name(const void* x, int64_t n) {                                 \
-    return sum_loop<false>(static_cast<const uint16_t*>(x), n);                                 \
-  }                                                                                             \
   attributes double squares_f32_##name(const void* x, int64_t n) {                              \
     return sum_loop<true>(static_cast<const float*>(x), n);                                     \
   }                                                                                             \
   attributes double squares_bf16_##name(const void* x, int64_t n) {                             \
     return sum_loop<true>(static_cast<const uint16_t*>(x), n);                                  \
   }                                                                                             \
-  [[maybe_unused]] constexpr Loops kLoops_##name = {adamw_##name,       adamw_bf16_##name,      \
-                                                    sum_f32_##name,     sum_bf16_##name,        \
-                                                    squares_f32_##name, squares_bf16_##name};
+  [[maybe_unused]] constexpr Loops kLoops_##name = {                                            \
+      adamw_##name, adamw_bf16_##name, sum_f32_##name, squares_f32_##name, squares_bf16_##name};
 
 OCTET_OPTIMIZER_VARIANT(baseline, )
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -189,8 +178,7 @@ template <bool kSquare>
 double sum_in_chunks(const Tensor& x) {
   const bool bf16 = x.dtype == DType::bf16;
   const Loops& loops = pick_loops(kSquare ? "sum_of_squares" : "add_scaled_sum");
-  const auto chunk_sum = kSquare ? (bf16 ? loops.squares_bf16 : loops.squares_f32)
-                                 : (bf16 ? loops.sum_bf16 : loops.sum_f32);
+  const auto chunk_sum = kSquare ? (bf16 ? loops.squares_bf16 : loops.squares_f32) : loops.sum_f32;
   const size_t size = dtype_size(x.dtype);
   const int64_t n = x.numel();
   const int64_t chunks = (n + kSumChunk - 1) / kSumChunk;

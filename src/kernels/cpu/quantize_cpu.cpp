@@ -595,15 +595,16 @@ OCTET_QUANTIZE_VARIANT(avx2, Isa::avx2, __attribute__((target("avx2,fma,f16c,bmi
 OCTET_QUANTIZE_VARIANT(
     avx512_base, Isa::avx512,
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi2"))))
+// Kernels::rows (Rows above).
+void rows_avx512(const Job& j, const void* x, int64_t h, int64_t cols, int64_t bc, uint8_t* out,
+                 void* scale_inv, Stats* st) {
+  dispatch<Rows, Isa::avx512>(j, x, h, cols, bc, out, scale_inv, st);
+}
 // Rows [r0, r0 + h) x columns [c0, c0 + w) of bf16 x (h <= kTransposeRows, w <= 32, r0 a
 // multiple of the block): transposed in 32 x 32 word tiles into a 32 KiB buffer whose rows,
 // rows of xᵀ, the avx512 band kernel quantizes as it does any row (1 x block grid), storing
 // codes and scales contiguously into data_t [cols, rows] and scale_inv_t [cols, ceil(rows /
 // block)].
-void rows_avx512(const Job& j, const void* x, int64_t h, int64_t cols, int64_t bc, uint8_t* out,
-                 void* scale_inv, Stats* st) {
-  dispatch<Rows, Isa::avx512>(j, x, h, cols, bc, out, scale_inv, st);
-}
 void transposed_by_rows_avx512(const Job& j, const void* x, int64_t rows, int64_t cols, int64_t r0,
                                int64_t h, int64_t c0, int64_t w, int64_t block, uint8_t* data_t,
                                void* scale_inv_t, size_t scale_size) {
