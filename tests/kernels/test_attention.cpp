@@ -270,8 +270,9 @@ class AttentionOnDevice : public ::testing::TestWithParam<Device> {};
 // the same (order-free) fp32 bound. Its denormal flushing changes a partial sum by less than
 // 2^-126, which inputs in [-1, 1] (no bf16 denormals) leave far below that bound. S=100 at head_dim
 // 64 spans four tiles with a partial last one; head_dim 20 leaves part of a vector of every
-// row unused.
-const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}, {2, 1, 20, 45}};
+// row unused; head_dim 44 takes the accumulation's three-vector rows (AVX-512) and a 32-lane
+// chunk then a partial one (AVX2).
+const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}, {2, 1, 20, 45}, {2, 1, 44, 70}};
 
 // Runs `body` once per CPU instruction-set level (the machine's best last), or once on CUDA.
 template <typename Body>

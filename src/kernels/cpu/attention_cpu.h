@@ -2,8 +2,8 @@
 // packed qkv activation, the per-thread slices of the workspace and the tiled (AVX-512 or
 // AVX2, + SLEEF) kernels' entry points. Internal to kernels/cpu.
 // defines: cpu::attn::Layout, cpu::attn::Slices, cpu::attn::slices, cpu::attn::kTile,
-//          cpu::attn::floats_per_thread, cpu::attn::tiled_available, cpu::attn::tiled_forward,
-//          cpu::attn::tiled_backward
+//          cpu::attn::Band, cpu::attn::kAllTerms, cpu::attn::floats_per_thread,
+//          cpu::attn::tiled_available, cpu::attn::tiled_forward, cpu::attn::tiled_backward
 #pragma once
 
 #include <cmath>
@@ -17,6 +17,15 @@ namespace octet::kernels::cpu::attn {
 // Query rows per tile and keys per block of the tiled kernels (and keys per backward task
 // of the scalar kernel).
 inline constexpr int64_t kTile = 32;
+
+// The terms t of row i that the tile kernels' accumulate adds: i + lo <= t <= i + hi. A tile
+// pair on the causal diagonal passes the band outside which every weight is a masked zero;
+// skipping such a term changes no bit where x is finite (+-0 added to a sum changes it only
+// if the sum is -0, and a sum of fused multiply-adds that starts at +0 never is).
+struct Band {
+  int64_t lo, hi;
+};
+inline constexpr Band kAllTerms{-(int64_t{1} << 40), int64_t{1} << 40};
 
 // Floats per thread of the workspace, enough for either kernel; a multiple of 64 bytes.
 int64_t floats_per_thread(int64_t seq_len, int64_t head_dim);

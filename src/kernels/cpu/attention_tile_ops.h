@@ -11,6 +11,7 @@
 #if defined(OCTET_CPU_VECTOR_EXP)
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/attention_cpu.h"
@@ -49,47 +50,78 @@ OCTET_AVX512 inline __mmask16 causal(int64_t j, int64_t i) {
   return static_cast<__mmask16>((uint32_t{1} << n) - 1);
 }
 
-// Rows i0..i0+R of accumulate below, lanes c0.. (masks m): R rows at once, so that each
-// load of x feeds R independent chains of fused multiply-adds. (The loops are unrolled by
-// the pragmas so that the accumulators stay in registers.)
-template <int R>
+// Rows i0..i0+R of accumulate below, V vectors of lanes from c0 (masks m), terms t0..t1: R
+// rows at once, so that each load of x feeds R x V independent chains of fused multiply-adds.
+// (The loops are unrolled by the pragmas so that the accumulators stay in registers.)
+template <int R, int V>
 OCTET_AVX512 inline void accumulate_rows(float* c, int64_t i0, const float* w, int64_t wi,
-                                         int64_t wt, const float* x, int64_t n, int64_t hd,
-                                         int64_t c0, const __mmask16* m) {
-  __m512 acc[R * 4];
+                                         int64_t wt, const float* x, int64_t t0, int64_t t1,
+                                         int64_t hd, int64_t c0, const __mmask16* m) {
+  __m512 acc[R * V];
 #pragma GCC unroll 16
-  for (int e = 0; e < R * 4; ++e)
-    acc[e] = _mm512_maskz_loadu_ps(m[e % 4], c + (i0 + e / 4) * hd + c0 + 16 * (e % 4));
-  for (int64_t t = 0; t < n; ++t) {
+  for (int e = 0; e < R * V; ++e)
+    acc[e] = _mm512_maskz_loadu_ps(m[e % V], c + (i0 + e / V) * hd + c0 + 16 * (e % V));
+  for (int64_t t = t0; t < t1; ++t) {
     const float* xt = x + t * hd + c0;
-    const __m512 x0 = _mm512_maskz_loadu_ps(m[0], xt), x1 = _mm512_maskz_loadu_ps(m[1], xt + 16);
-    const __m512 x2 = _mm512_maskz_loadu_ps(m[2], xt + 32);
-    const __m512 x3 = _mm512_maskz_loadu_ps(m[3], xt + 48);
+    __m512 xv[V];
 #pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) xv[v] = _mm512_maskz_loadu_ps(m[v], xt + 16 * v);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 s = _mm512_set1_ps(w[(i0 + r) * wi + t * wt]);
-      acc[4 * r] = _mm512_fmadd_ps(s, x0, acc[4 * r]);
-      acc[4 * r + 1] = _mm512_fmadd_ps(s, x1, acc[4 * r + 1]);
-      acc[4 * r + 2] = _mm512_fmadd_ps(s, x2, acc[4 * r + 2]);
-      acc[4 * r + 3] = _mm512_fmadd_ps(s, x3, acc[4 * r + 3]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[V * r + v] = _mm512_fmadd_ps(s, xv[v], acc[V * r + v]);
     }
   }
 #pragma GCC unroll 16
-  for (int e = 0; e < R * 4; ++e)
-    _mm512_mask_storeu_ps(c + (i0 + e / 4) * hd + c0 + 16 * (e % 4), m[e % 4], acc[e]);
+  for (int e = 0; e < R * V; ++e)
+    _mm512_mask_storeu_ps(c + (i0 + e / V) * hd + c0 + 16 * (e % V), m[e % V], acc[e]);
 }
 
-// c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
-// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
+// accumulate below for the lanes c0.. of V vectors: groups of R rows (16 accumulators),
+// then one row at a time; each group's terms are those of its rows' bands.
+template <int V>
+OCTET_AVX512 inline void accumulate_lanes(float* c, int64_t rows, const float* w, int64_t wi,
+                                          int64_t wt, const float* x, int64_t n, int64_t hd,
+                                          Band band, int64_t c0, const __mmask16* m) {
+  constexpr int R = 16 / V;
+  const auto terms = [&](int64_t i, int64_t r) {
+    return std::pair{std::max<int64_t>(0, i + band.lo), std::min(n, i + r - 1 + band.hi + 1)};
+  };
+  int64_t i = 0;
+  for (; i + R <= rows; i += R) {
+    const auto [t0, t1] = terms(i, R);
+    if (t0 < t1) accumulate_rows<R, V>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
+  }
+  for (; i < rows; ++i) {
+    const auto [t0, t1] = terms(i, 1);
+    if (t0 < t1) accumulate_rows<1, V>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
+  }
+}
+
+// c[i][:] += sum_t w(i, t) x[t][:] over the terms t < n of row i's band, t in increasing
+// order (one fused multiply-add per term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c
+// and x rows of hd floats.
 OCTET_AVX512 inline void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
-                                    const float* x, int64_t n, int64_t hd) {
+                                    const float* x, int64_t n, int64_t hd, Band band) {
   for (int64_t c0 = 0; c0 < hd; c0 += 64) {
     const int64_t lanes = std::min<int64_t>(64, hd - c0);
     __mmask16 m[4];
     for (int k = 0; k < 4; ++k) m[k] = causal(k * 16, lanes - 1);
-    int64_t i = 0;
-    for (; i + 4 <= rows; i += 4) accumulate_rows<4>(c, i, w, wi, wt, x, n, hd, c0, m);
-    for (; i < rows; ++i) accumulate_rows<1>(c, i, w, wi, wt, x, n, hd, c0, m);
+    switch ((lanes + 15) / 16) {
+      case 1:
+        accumulate_lanes<1>(c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+      case 2:
+        accumulate_lanes<2>(c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+      case 3:
+        accumulate_lanes<3>(c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+      default:
+        accumulate_lanes<4>(c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+    }
   }
 }
 

@@ -61,56 +61,92 @@ OCTET_AVX2 inline __m256 load_lanes(const float* at, __m256i m) {
   return kFull ? _mm256_loadu_ps(at) : _mm256_maskload_ps(at, m);
 }
 
-// Rows i0..i0+R of accumulate below, 32 lanes from c0 (all of them where kFull, else those
-// of the masks m): R rows at once, so that each load of x feeds R chains of fused
-// multiply-adds.
-template <int R, bool kFull>
+// Rows i0..i0+R of accumulate below, V vectors of lanes from c0 (all of them where kFull,
+// else those of the masks m), terms t0..t1: R rows at once, so that each load of x feeds
+// R x V chains of fused multiply-adds.
+template <int R, int V, bool kFull>
 OCTET_AVX2 inline void accumulate_rows(float* c, int64_t i0, const float* w, int64_t wi, int64_t wt,
-                                       const float* x, int64_t n, int64_t hd, int64_t c0,
-                                       const __m256i* m) {
-  __m256 acc[R * 4];
+                                       const float* x, int64_t t0, int64_t t1, int64_t hd,
+                                       int64_t c0, const __m256i* m) {
+  __m256 acc[R * V];
 #pragma GCC unroll 8
-  for (int e = 0; e < R * 4; ++e)
-    acc[e] = load_lanes<kFull>(c + (i0 + e / 4) * hd + c0 + 8 * (e % 4), m[e % 4]);
-  for (int64_t t = 0; t < n; ++t) {
+  for (int e = 0; e < R * V; ++e)
+    acc[e] = load_lanes<kFull>(c + (i0 + e / V) * hd + c0 + 8 * (e % V), m[e % V]);
+  for (int64_t t = t0; t < t1; ++t) {
     const float* xt = x + t * hd + c0;
-    const __m256 x0 = load_lanes<kFull>(xt, m[0]), x1 = load_lanes<kFull>(xt + 8, m[1]);
-    const __m256 x2 = load_lanes<kFull>(xt + 16, m[2]), x3 = load_lanes<kFull>(xt + 24, m[3]);
-#pragma GCC unroll 2
+    __m256 xv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) xv[v] = load_lanes<kFull>(xt + 8 * v, m[v]);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 s = _mm256_set1_ps(w[(i0 + r) * wi + t * wt]);
-      acc[4 * r] = _mm256_fmadd_ps(s, x0, acc[4 * r]);
-      acc[4 * r + 1] = _mm256_fmadd_ps(s, x1, acc[4 * r + 1]);
-      acc[4 * r + 2] = _mm256_fmadd_ps(s, x2, acc[4 * r + 2]);
-      acc[4 * r + 3] = _mm256_fmadd_ps(s, x3, acc[4 * r + 3]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[V * r + v] = _mm256_fmadd_ps(s, xv[v], acc[V * r + v]);
     }
   }
 #pragma GCC unroll 8
-  for (int e = 0; e < R * 4; ++e) {
-    float* at = c + (i0 + e / 4) * hd + c0 + 8 * (e % 4);
+  for (int e = 0; e < R * V; ++e) {
+    float* at = c + (i0 + e / V) * hd + c0 + 8 * (e % V);
     if (kFull) {
       _mm256_storeu_ps(at, acc[e]);
     } else {
-      _mm256_maskstore_ps(at, m[e % 4], acc[e]);
+      _mm256_maskstore_ps(at, m[e % V], acc[e]);
     }
   }
 }
 
-// c[i][:] += sum_{t < n} w(i, t) x[t][:], t in increasing order (one fused multiply-add per
-// term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c and x rows of hd floats.
+// accumulate below for the lanes c0.. of V vectors: groups of R rows (8 accumulators), then
+// one row at a time; each group's terms are those of its rows' bands.
+template <int V, bool kFull>
+OCTET_AVX2 inline void accumulate_lanes(float* c, int64_t rows, const float* w, int64_t wi,
+                                        int64_t wt, const float* x, int64_t n, int64_t hd,
+                                        Band band, int64_t c0, const __m256i* m) {
+  constexpr int R = 8 / V > 0 ? 8 / V : 1;
+  const auto terms = [&](int64_t i, int64_t r) {
+    return std::pair{std::max<int64_t>(0, i + band.lo), std::min(n, i + r - 1 + band.hi + 1)};
+  };
+  int64_t i = 0;
+  for (; i + R <= rows; i += R) {
+    const auto [t0, t1] = terms(i, R);
+    if (t0 < t1) accumulate_rows<R, V, kFull>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
+  }
+  for (; i < rows; ++i) {
+    const auto [t0, t1] = terms(i, 1);
+    if (t0 < t1) accumulate_rows<1, V, kFull>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
+  }
+}
+
+template <int V>
+OCTET_AVX2 inline void accumulate_chunk(bool full, float* c, int64_t rows, const float* w,
+                                        int64_t wi, int64_t wt, const float* x, int64_t n,
+                                        int64_t hd, Band band, int64_t c0, const __m256i* m) {
+  if (full) return accumulate_lanes<V, true>(c, rows, w, wi, wt, x, n, hd, band, c0, m);
+  accumulate_lanes<V, false>(c, rows, w, wi, wt, x, n, hd, band, c0, m);
+}
+
+// c[i][:] += sum_t w(i, t) x[t][:] over the terms t < n of row i's band, t in increasing
+// order (one fused multiply-add per term) for i < rows, with w(i, t) = w[i * wi + t * wt]: c
+// and x rows of hd floats.
 OCTET_AVX2 inline void accumulate(float* c, int64_t rows, const float* w, int64_t wi, int64_t wt,
-                                  const float* x, int64_t n, int64_t hd) {
+                                  const float* x, int64_t n, int64_t hd, Band band) {
   for (int64_t c0 = 0; c0 < hd; c0 += 32) {
     const int64_t lanes = std::min<int64_t>(32, hd - c0);
     __m256i m[4];
     for (int k = 0; k < 4; ++k) m[k] = lanes8(std::clamp<int64_t>(lanes - 8 * k, 0, 8));
-    int64_t i = 0;
-    if (lanes == 32) {
-      for (; i + 2 <= rows; i += 2) accumulate_rows<2, true>(c, i, w, wi, wt, x, n, hd, c0, m);
-      for (; i < rows; ++i) accumulate_rows<1, true>(c, i, w, wi, wt, x, n, hd, c0, m);
-    } else {
-      for (; i + 2 <= rows; i += 2) accumulate_rows<2, false>(c, i, w, wi, wt, x, n, hd, c0, m);
-      for (; i < rows; ++i) accumulate_rows<1, false>(c, i, w, wi, wt, x, n, hd, c0, m);
+    const bool full = lanes % 8 == 0;
+    switch ((lanes + 7) / 8) {
+      case 1:
+        accumulate_chunk<1>(full, c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+      case 2:
+        accumulate_chunk<2>(full, c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+      case 3:
+        accumulate_chunk<3>(full, c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
+      default:
+        accumulate_chunk<4>(full, c, rows, w, wi, wt, x, n, hd, band, c0, m);
+        break;
     }
   }
 }
