@@ -24,13 +24,14 @@ int64_t floats_per_thread(int64_t seq_len, int64_t head_dim) {
   // Scalar: the forward row (scores, q, acc), the dq task (q, dout row, dq) and the dk/dv
   // task (dk, dv, q, dout row). Tiled: the forward tile (q, k^T, v, acc: 4 kTile hd, and
   // kTile rows of scores) and the backward tiles (q, dout, k, k^T, v^T, two accumulators:
-  // 7 kTile hd; P and dS: 2 kTile^2; 2 kTile row statistics; bf16 q and dout: kTile hd);
+  // 7 kTile hd; P and dS of two tiles: 4 kTile^2; 2 kTile row statistics; bf16 q and dout:
+  // kTile hd);
   // after those (at floats_per_thread(0, hd)) the fused backward task's q, dout, dq, dk and
   // dv of the whole (padded) sequence, 2 statistics per row, bf16 q and dout (s_pad hd).
   const int64_t s_pad = (seq_len + kTile - 1) / kTile * kTile;
   const int64_t n = std::max({seq_len + 2 * head_dim, 3 * head_dim, (2 * kTile + 2) * head_dim,
                               4 * kTile * head_dim + kTile * s_pad + 2 * kTile,
-                              8 * kTile * head_dim + 2 * kTile * kTile + 2 * kTile});
+                              8 * kTile * head_dim + 4 * kTile * kTile + 2 * kTile});
   const int64_t fused =
       s_pad == 0 ? 0 : floats_per_thread(0, head_dim) + 6 * s_pad * head_dim + 2 * s_pad;
   // The forward task of one (sequence, kv head): the tile's pieces, then its keys
