@@ -6,8 +6,10 @@
 //          cpu::attn::tiled_available, cpu::attn::tiled_forward, cpu::attn::tiled_backward
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "core/tensor.h"
 #include "kernels/backends.h"
@@ -24,6 +26,10 @@ inline constexpr int64_t kTile = 32;
 // if the sum is -0, and a sum of fused multiply-adds that starts at +0 never is).
 struct Band {
   int64_t lo, hi;
+  // The terms [first, second) of rows i..i + r - 1 of a call over n terms: their bands' union.
+  std::pair<int64_t, int64_t> terms(int64_t i, int64_t r, int64_t n) const {
+    return {std::max<int64_t>(0, i + lo), std::min(n, i + r + hi)};
+  }
 };
 inline constexpr Band kAllTerms{-(int64_t{1} << 40), int64_t{1} << 40};
 

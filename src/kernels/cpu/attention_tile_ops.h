@@ -11,7 +11,6 @@
 #if defined(OCTET_CPU_VECTOR_EXP)
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/attention_cpu.h"
@@ -85,16 +84,13 @@ OCTET_AVX512 inline void accumulate_lanes(float* c, int64_t rows, const float* w
                                           int64_t wt, const float* x, int64_t n, int64_t hd,
                                           Band band, int64_t c0, const __mmask16* m) {
   constexpr int R = 16 / V;
-  const auto terms = [&](int64_t i, int64_t r) {
-    return std::pair{std::max<int64_t>(0, i + band.lo), std::min(n, i + r - 1 + band.hi + 1)};
-  };
   int64_t i = 0;
   for (; i + R <= rows; i += R) {
-    const auto [t0, t1] = terms(i, R);
+    const auto [t0, t1] = band.terms(i, R, n);
     if (t0 < t1) accumulate_rows<R, V>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
   }
   for (; i < rows; ++i) {
-    const auto [t0, t1] = terms(i, 1);
+    const auto [t0, t1] = band.terms(i, 1, n);
     if (t0 < t1) accumulate_rows<1, V>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
   }
 }

@@ -102,16 +102,13 @@ OCTET_AVX2 inline void accumulate_lanes(float* c, int64_t rows, const float* w, 
                                         int64_t wt, const float* x, int64_t n, int64_t hd,
                                         Band band, int64_t c0, const __m256i* m) {
   constexpr int R = 8 / V > 0 ? 8 / V : 1;
-  const auto terms = [&](int64_t i, int64_t r) {
-    return std::pair{std::max<int64_t>(0, i + band.lo), std::min(n, i + r - 1 + band.hi + 1)};
-  };
   int64_t i = 0;
   for (; i + R <= rows; i += R) {
-    const auto [t0, t1] = terms(i, R);
+    const auto [t0, t1] = band.terms(i, R, n);
     if (t0 < t1) accumulate_rows<R, V, kFull>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
   }
   for (; i < rows; ++i) {
-    const auto [t0, t1] = terms(i, 1);
+    const auto [t0, t1] = band.terms(i, 1, n);
     if (t0 < t1) accumulate_rows<1, V, kFull>(c, i, w, wi, wt, x, t0, t1, hd, c0, m);
   }
 }
