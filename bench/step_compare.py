@@ -210,15 +210,12 @@ def main(argv=None):
                         h = {"error": f"hf_step.py exited {hf_code}"}
                     hf_calls.setdefault((batch, seq), []).append(h)
         # Each (batch, seq, precision, recipe) of octet's and each of HF's: its fastest call.
-        keys = []
+        our_runs = {}
         for runs in our_calls:
             for r in runs:
                 key = (r["batch"], r["seq"], r["precision"], r.get("recipe"))
-                if key not in keys:
-                    keys.append(key)
-        ours = {"runs": [fastest([r for runs in our_calls for r in runs
-                                  if (r["batch"], r["seq"], r["precision"], r.get("recipe")) == key])
-                         for key in keys]}
+                our_runs.setdefault(key, []).append(r)
+        ours = {"runs": [fastest(calls) for calls in our_runs.values()]}
         hf = {key: fastest(calls) for key, calls in hf_calls.items()}
 
     results, all_checks = [], []
