@@ -1,6 +1,8 @@
 // fp8/quantized_tensor.cpp
 #include "fp8/quantized_tensor.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 namespace octet::fp8 {
@@ -18,9 +20,15 @@ size_t max_scale_bytes(int64_t max_rows, int64_t cols, kernels::ScaleGrid grid, 
 
 }  // namespace
 
+bool QuantizedTensor::widens(Device device, const Recipe& recipe, Role role) {
+  const kernels::ScaleGrid grid = recipe.grid(role);
+  return device.is_cpu() && grid.block_rows == 0 && grid.block_cols == 0 && !grid.e8m0;
+}
+
 QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
                                  const Recipe& recipe, Role role, bool with_transpose,
-                                 const Tensor& shared_data, const Tensor& shared_data_t)
+                                 const Tensor& shared_data, const Tensor& shared_data_t,
+                                 TransposedCopy copy)
     : format_(recipe.format(role)),
       grid_(recipe.grid(role)),
       role_(role),
@@ -30,11 +38,14 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
       cols_(cols) {
   OCTET_CHECK(max_rows >= 0 && cols >= 0, "quantized tensor", "negative shape [", max_rows, ", ",
               cols, "]");
+  widened_ =
+      with_transpose && copy == TransposedCopy::widened_on_cpu && widens(device, recipe, role);
   const size_t n = static_cast<size_t>(max_rows * cols);
-  for (const Tensor* shared : {&shared_data, &shared_data_t}) {
+  const size_t n_t = widened_ ? 2 * n : n;  // wide is bf16
+  for (const auto& [shared, need] : {std::pair{&shared_data, n}, std::pair{&shared_data_t, n_t}}) {
     OCTET_CHECK(shared->empty() || (shared->dtype == DType::u8 && shared->device == device &&
-                                    shared->nbytes() >= n && shared->data != nullptr),
-                "quantized tensor", "shared storage must be u8 with at least ", n, " bytes on ",
+                                    shared->nbytes() >= need && shared->data != nullptr),
+                "quantized tensor", "shared storage must be u8 with at least ", need, " bytes on ",
                 device_name(device), ", got ", shared->str());
   }
   OCTET_CHECK(with_transpose || shared_data_t.empty(), "quantized tensor",
@@ -43,8 +54,9 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
   storage_ = Arena(device);
   const Arena::Region data_region = own_data ? storage_.add_bytes("data", n) : -1;
   scale_region_ = storage_.add_bytes("scale_inv", max_scale_bytes(max_rows, cols, grid_, false));
-  const Arena::Region data_t_region = own_data_t ? storage_.add_bytes("data_t", n) : -1;
-  if (with_transpose) {
+  const Arena::Region data_t_region =
+      own_data_t ? storage_.add_bytes(widened_ ? "wide" : "data_t", n_t) : -1;
+  if (with_transpose && !widened_) {
     scale_t_region_ =
         storage_.add_bytes("scale_inv_t", max_scale_bytes(max_rows, cols, grid_, true));
   }
@@ -52,7 +64,8 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
   const Arena::Region counts_region = storage_.add("counts", DType::i32, {2});
   storage_.allocate();
   data_base_ = own_data ? storage_.tensor(data_region).data : shared_data.data;
-  data_t_base_ = own_data_t ? storage_.tensor(data_t_region).data : shared_data_t.data;
+  void* t_base = own_data_t ? storage_.tensor(data_t_region).data : shared_data_t.data;
+  (widened_ ? wide_base_ : data_t_base_) = t_base;
   amax = storage_.tensor(amax_region);
   counts = storage_.tensor(counts_region);
   set_rows(max_rows);
@@ -67,7 +80,9 @@ void QuantizedTensor::set_rows(int64_t rows) {
   data = Tensor(data_base_, format_, {rows, cols_}, device);
   scale_inv =
       storage_.view(scale_region_, scale_dtype, kernels::scale_grid_shape(rows, cols_, grid_));
-  if (has_transpose_) {
+  if (widened_) {
+    wide = Tensor(wide_base_, DType::bf16, {rows, cols_}, device);
+  } else if (has_transpose_) {
     data_t = Tensor(data_t_base_, format_, {cols_, rows}, device);
     scale_inv_t =
         storage_.view(scale_t_region_, scale_dtype, kernels::scale_grid_shape(cols_, rows, grid_));
@@ -93,7 +108,8 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
   options.grid = q.grid();
   options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
   kernels::QuantizeOutputs out{q.data,        q.scale_inv, q.data_t,
-                               q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor()};
+                               q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor(),
+                               q.wide};
   if (delayed == nullptr) {
     delayed = q.scaling_state();
     slot = q.scaling_slot();

@@ -13,19 +13,33 @@
 
 namespace octet::fp8 {
 
+// How a tensor made with_transpose keeps itself for the GEMMs that read it transposed.
+enum class TransposedCopy : uint8_t {
+  codes,  // data_t: xᵀ quantized, K-major codes (Hopper's FP8 GEMMs take no other layout)
+  // On the CPU under per-tensor scales: `wide`, data's values widened to bf16 by the quantize
+  // itself, which the CPU's GEMMs read in either orientation (they multiply bf16 anyway; one
+  // scale makes xᵀ's codes the transpose of x's). No data_t, no widening in the GEMMs. Other
+  // devices and grids: codes.
+  widened_on_cpu,
+};
+
 // Storage is allocated once, for up to `max_rows` rows, when the layer is built;
 // set_rows() re-views it for the rows of this call without allocating.
 class QuantizedTensor {
  public:
   QuantizedTensor() = default;
   // An operand of `role` under `recipe`, [max_rows, cols], with a transposed copy
-  // [cols, rows] when `with_transpose` (DESIGN.md, FP8 GEMM layout).
+  // [cols, rows] when `with_transpose` (DESIGN.md, FP8 GEMM layout), kept as `copy` says.
   // shared_data / shared_data_t: u8 [>= max_rows * cols] to hold data / data_t in
   // place of the tensor's own storage, for a copy needed only during one call (a
   // model's layers then share one scratch); amax, scales and counts stay the tensor's.
+  // Widened, shared_data_t holds `wide` and needs 2 max_rows cols bytes.
   QuantizedTensor(Device device, int64_t max_rows, int64_t cols, const Recipe& recipe, Role role,
                   bool with_transpose, const Tensor& shared_data = Tensor(),
-                  const Tensor& shared_data_t = Tensor());
+                  const Tensor& shared_data_t = Tensor(),
+                  TransposedCopy copy = TransposedCopy::codes);
+  // Whether a tensor of `role` on `device` made with_transpose and widened_on_cpu holds `wide`.
+  static bool widens(Device device, const Recipe& recipe, Role role);
 
   // Views data (and the rest) as [rows, cols]; rows <= max_rows.
   void set_rows(int64_t rows);
@@ -45,13 +59,15 @@ class QuantizedTensor {
   kernels::ScaleGrid grid() const { return grid_; }
   Role role() const { return role_; }
   bool has_transpose() const { return has_transpose_; }
+  bool widened() const { return widened_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
 
   Tensor data;         // fp8 [rows, cols]
   Tensor scale_inv;    // on grid() over [rows, cols]
-  Tensor data_t;       // fp8 [cols, rows], empty without a transposed copy
-  Tensor scale_inv_t;  // on grid() over [cols, rows]
+  Tensor data_t;       // fp8 [cols, rows], empty without a transposed copy or when widened
+  Tensor scale_inv_t;  // on grid() over [cols, rows]; empty when widened (scale_inv is xᵀ's too)
+  Tensor wide;         // bf16 [rows, cols]: data's values, the CPU GEMMs' operand (when widened)
   Tensor amax;         // f32[1]: this tensor's amax (for delayed scaling: its history slot)
   Tensor counts;       // i32[2]: saturated, flushed to zero (of data)
 
@@ -60,10 +76,12 @@ class QuantizedTensor {
   Arena::Region scale_region_ = -1, scale_t_region_ = -1;
   void* data_base_ = nullptr;    // where data lives: storage_ or the shared scratch
   void* data_t_base_ = nullptr;  // likewise for data_t
+  void* wide_base_ = nullptr;    // where wide lives (storage_ or shared_data_t), when widened
   DType format_ = DType::e4m3;
   kernels::ScaleGrid grid_;
   Role role_ = Role::activation;
   bool has_transpose_ = false;
+  bool widened_ = false;  // the transposed copy is `wide` (TransposedCopy::widened_on_cpu)
   bool counting_ = true;
   bool stateful_ = false;
   DelayedScalingState* scaling_state_ = nullptr;

@@ -51,6 +51,14 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
                 out.data_t.str());
     check_scales(op, "scale_inv_t", out.scale_inv_t, cols, rows, o.grid, x.device);
   }
+  if (!out.wide.empty()) {
+    OCTET_CHECK(x.device.is_cpu(), op, "wide (the codes widened to bf16) is the CPU's GEMM ",
+                "operand; on ", device_name(x.device), " leave it empty");
+    OCTET_CHECK(out.wide.dtype == DType::bf16 && out.wide.rows() == rows &&
+                    out.wide.cols() == cols && out.wide.device == x.device,
+                op, "wide must be bf16[", rows, ", ", cols, "] on ", device_name(x.device),
+                ", got ", out.wide.str());
+  }
   if (!out.amax.empty()) {
     OCTET_CHECK(
         out.amax.dtype == DType::f32 && out.amax.numel() == 1 && out.amax.device == x.device, op,

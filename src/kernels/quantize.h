@@ -1,7 +1,7 @@
 // kernels/quantize.h: one pass from a high-precision tensor to FP8 data with its
 // scale_inv (per tensor, per row, per 1xN tile, per NxN block, or MX with E8M0),
-// the transposed FP8 copy when asked, the amax and the saturation counts; and the
-// way back (dequantize) for tests and debugging.
+// the transposed FP8 copy or (CPU) the codes widened to bf16 when asked, the amax and
+// the saturation counts; and the way back (dequantize) for tests and debugging.
 // defines: ScaleGrid, QuantizeOptions, QuantizeOutputs, quantize, dequantize,
 //          scale_from_amax, e8m0_scale_inv_from_amax, scale_grid_shape
 #pragma once
@@ -76,6 +76,10 @@ struct QuantizeOutputs {
   Tensor scale_inv_t;  // scale_grid_shape(C, R, grid)
   Tensor amax;         // f32[1]: max |x| (NaN or Inf when x holds one)
   Tensor counts;       // i32[2]: {values that saturated, nonzero values flushed to zero} in data
+  // bf16 [R, C], CPU only: data's values (the codes', unscaled) widened to bf16, exact for
+  // both formats; written in the same pass as data under per-tensor scales. It is the
+  // operand the CPU's GEMMs multiply, read in either orientation (fp8::QuantizedTensor).
+  Tensor wide;
 };
 
 // Quantizes x (f32 or bf16, seen as [x.rows(), x.cols()]) as described above.

@@ -131,9 +131,10 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   const int64_t q = config_.qkv_size();
   Tensor fp8_scratch;
   if (fp8) {
+    const bool w = fp8::QuantizedTensor::widens(device, options_.recipe, fp8::Role::gradient);
     const size_t bytes =
-        std::max({nn::fp8_scratch_bytes(t, d, q), nn::fp8_scratch_bytes(t, d, d),
-                  nn::fp8_scratch_bytes(t, d, 2 * f), nn::fp8_scratch_bytes(t, f, d)});
+        std::max({nn::fp8_scratch_bytes(t, d, q, w), nn::fp8_scratch_bytes(t, d, d, w),
+                  nn::fp8_scratch_bytes(t, d, 2 * f, w), nn::fp8_scratch_bytes(t, f, d, w)});
     fp8_scratch_ = Buffer(device, bytes);
     fp8_scratch = fp8_scratch_.view(DType::u8, {static_cast<int64_t>(bytes)});
   }

@@ -60,8 +60,10 @@ Tensor first_rows(const Tensor& t, int64_t rows) {
 
 }  // namespace
 
-size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features) {
-  return static_cast<size_t>(std::max(max_tokens * in_features, 2 * max_tokens * out_features));
+size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features,
+                         bool widened) {
+  const int64_t dy_bytes = (widened ? 3 : 2) * max_tokens * out_features;  // codes + copy
+  return static_cast<size_t>(std::max(max_tokens * in_features, dy_bytes));
 }
 
 Linear::Linear(const LinearConfig& config) : config_(config) {
@@ -83,10 +85,13 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
     OCTET_CHECK(tokens >= 16, kOp, "max_tokens=", tokens,
                 " must be at least 16 under fp8 (T is a multiple of 16, wgrad's K)");
     const fp8::Recipe& recipe = config.recipe;
+    // On the CPU under per-tensor scales the transposed copies are widened (linear.h).
+    const auto copy = fp8::TransposedCopy::widened_on_cpu;
+    const bool dy_widened = fp8::QuantizedTensor::widens(device, recipe, fp8::Role::gradient);
     Tensor x_data, dy_data, dy_data_t;
     if (!config.fp8_scratch.empty()) {
       const Tensor& s = config.fp8_scratch;
-      const size_t need = fp8_scratch_bytes(tokens, in, out);
+      const size_t need = fp8_scratch_bytes(tokens, in, out, dy_widened);
       OCTET_CHECK(
           s.dtype == DType::u8 && s.device == device && s.nbytes() >= need && s.data != nullptr,
           kOp, "fp8_scratch must be u8 with at least ", need, " bytes on ", device_name(device),
@@ -94,14 +99,16 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
       auto* base = static_cast<uint8_t*>(s.data);
       x_data = Tensor(base, DType::u8, {tokens * in}, device);
       dy_data = Tensor(base, DType::u8, {tokens * out}, device);
-      dy_data_t = Tensor(base + tokens * out, DType::u8, {tokens * out}, device);
+      dy_data_t =
+          Tensor(base + tokens * out, DType::u8, {(dy_widened ? 2 : 1) * tokens * out}, device);
     }
     const bool with_transpose = true;  // every operand is read transposed by a backward GEMM
     qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, with_transpose,
-                               x_data);
-    qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, with_transpose);
+                               x_data, Tensor(), copy);
+    qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, with_transpose, Tensor(),
+                               Tensor(), copy);
     qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, with_transpose,
-                                dy_data, dy_data_t);
+                                dy_data, dy_data_t, copy);
     fp8::DelayedScalingState* state = config.scaling_state;
     if (state == nullptr) {
       own_scaling_state_ = std::make_unique<fp8::DelayedScalingState>(device, recipe.delayed);
@@ -181,19 +188,31 @@ void Linear::use_quantized_weight(const QuantizedWeight& w) {
   };
   const Shape fwd_scales = kernels::scale_grid_shape(out, in, grid);
   const Shape t_scales = kernels::scale_grid_shape(in, out, grid);
+  // A widened layer reads data alone (widened once a step by forward): the transposed copy
+  // may be left out.
+  const bool t_optional = qw_.widened() && w.data_t.empty() && w.scale_inv_t.empty();
   OCTET_CHECK(
       ok(w.data, qw_.format(), Shape{out, in}) && ok(w.scale_inv, scale_dtype, fwd_scales) &&
-          ok(w.data_t, qw_.format(), Shape{in, out}) && ok(w.scale_inv_t, scale_dtype, t_scales),
+          (t_optional || (ok(w.data_t, qw_.format(), Shape{in, out}) &&
+                          ok(w.scale_inv_t, scale_dtype, t_scales))),
       kOp, "use_quantized_weight: expected ", dtype_name(qw_.format()), "[", out, ", ", in, "], ",
       dtype_name(scale_dtype), fwd_scales.str(), ", ", dtype_name(qw_.format()), "[", in, ", ", out,
-      "] and ", dtype_name(scale_dtype), t_scales.str(), " on ", device_name(device), ", got ",
+      "] and ", dtype_name(scale_dtype), t_scales.str(), " on ", device_name(device),
+      qw_.widened() ? " (the last two may be empty: this layer widens data)" : "", ", got ",
       w.data.str(), ", ", w.scale_inv.str(), ", ", w.data_t.str(), " and ", w.scale_inv_t.str());
+  qw_.set_rows(out);
+  const Tensor wide = qw_.wide;  // [out, in], filled from data by the next forward
   qw_.set_rows(0);  // rows() 0: stats() reports no weight quantization of the layer's own
   qw_.data = w.data;
   qw_.scale_inv = w.scale_inv;
-  qw_.data_t = w.data_t;
-  qw_.scale_inv_t = w.scale_inv_t;
+  if (qw_.widened()) {
+    qw_.wide = wide;
+  } else {
+    qw_.data_t = w.data_t;
+    qw_.scale_inv_t = w.scale_inv_t;
+  }
   given_weight_ = true;
+  weight_fresh_ = false;
 }
 
 void Linear::set_counting(bool on) {
@@ -260,9 +279,13 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
   if (config_.precision == Precision::fp8) {
     const fp8::Recipe& recipe = config_.recipe;
     fp8::quantize(x2, qx_, recipe);
-    if (!weight_fresh_ && !given_weight_) {
-      fp8::quantize(weight_, qw_, recipe);
-      if (!weight_bf16_.empty()) kernels::convert(weight_, weight_bf16_);
+    if (!weight_fresh_) {
+      if (!given_weight_) {
+        fp8::quantize(weight_, qw_, recipe);
+        if (!weight_bf16_.empty()) kernels::convert(weight_, weight_bf16_);
+      } else if (qw_.widened()) {
+        kernels::convert(qw_.data, qw_.wide);  // the given codes' values, exactly
+      }
       weight_fresh_ = true;
     }
     if (!x_bf16_.empty()) kernels::convert(x2, first_rows(x_bf16_, t));

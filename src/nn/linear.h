@@ -39,20 +39,28 @@ struct LinearConfig {
 
 // W's FP8 copies made elsewhere (dist/fp8_weights.h: gathered from every rank's shard):
 // data [out, in] in the recipe's weight format with scale_inv on its grid, and the
-// transposed copy data_t [in, out] with scale_inv_t on the grid over [in, out].
+// transposed copy data_t [in, out] with scale_inv_t on the grid over [in, out]. A layer
+// that widens (fp8::TransposedCopy::widened_on_cpu: CPU, per-tensor scales) reads only data
+// and scale_inv: the other two may be empty.
 struct QuantizedWeight {
   Tensor data, scale_inv, data_t, scale_inv_t;
 };
 
-// Bytes of fp8_scratch a layer of this shape needs: max(T in, 2 T out).
-size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features);
+// Bytes of fp8_scratch a layer of this shape needs: max(T in, 2 T out), or max(T in, 3 T out)
+// when its dY is widened (`widened`: fp8::QuantizedTensor::widens for the gradient role), whose
+// bf16 copy takes two bytes a value.
+size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_features,
+                         bool widened = false);
 
 // One linear layer. The parameters and their gradients live in the model's
 // contiguous buffers (DESIGN.md, Memory): the layer is given views with bind().
 // What backward needs is kept from forward: x itself under fp32/bf16 (the caller
 // keeps it alive until backward, as the activation arena does), and under fp8 the
 // FP8 copies made in forward: x's transposed copy for wgrad and W's transposed copy
-// for dgrad, so nothing is quantized twice.
+// for dgrad, so nothing is quantized twice. On the CPU under per-tensor scales those
+// transposed copies are the codes' bf16 widenings, which the CPU's GEMMs read transposed
+// (fp8::TransposedCopy::widened_on_cpu): the quantize writes them in its encoding pass, and
+// no GEMM widens or transposes codes.
 class Linear {
  public:
   Linear() = default;

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -18,7 +20,9 @@
 #include "fp8/gemm.h"
 #include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
+#include "fp8/scaling.h"
 #include "gemm_testing.h"
+#include "kernels/convert.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 #include "testing.h"
@@ -393,13 +397,39 @@ void fill(Device device, const Tensor& data, const Tensor& scale_inv, const Scal
   copy_bytes(scale_inv.data, device, h.scale_bytes.data(), Device::cpu(), h.scale_bytes.size());
 }
 
+// A per-tensor operand's transpose: the codes transposed, the one scale kept.
+ScaledOperand transposed_operand(const ScaledOperand& x) {
+  ScaledOperand t = x;
+  t.rows = x.cols;
+  t.cols = x.rows;
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t c = 0; c < x.cols; ++c) {
+      t.codes[c * x.rows + r] = x.codes[r * x.cols + c];
+      t.values[c * x.rows + r] = x.values[r * x.cols + c];
+    }
+  }
+  return t;
+}
+
+// Made `copy`; a widened one (fp8::TransposedCopy::widened_on_cpu on the CPU under per-tensor
+// scales) has no data_t to fill: its transposed reads see the transpose of data, through `wide`,
+// which is filled with data's values as the quantize writes them.
 LayerOperand layer_operand(Device device, int64_t rows, int64_t cols, const fp8::Recipe& recipe,
-                           Role role, testing::Rng& rng) {
-  LayerOperand op{fp8::QuantizedTensor(device, rows, cols, recipe, role, true), {}, {}};
+                           Role role, testing::Rng& rng,
+                           fp8::TransposedCopy copy = fp8::TransposedCopy::codes) {
+  LayerOperand op{
+      fp8::QuantizedTensor(device, rows, cols, recipe, role, true, Tensor(), Tensor(), copy),
+      {},
+      {}};
   op.data = random_operand(op.q.format(), rows, cols, op.q.grid(), rng);
-  op.data_t = random_operand(op.q.format(), cols, rows, op.q.grid(), rng);
   fill(device, op.q.data, op.q.scale_inv, op.data);
-  fill(device, op.q.data_t, op.q.scale_inv_t, op.data_t);
+  if (op.q.widened()) {
+    op.data_t = transposed_operand(op.data);
+    kernels::convert(op.q.data, op.q.wide);
+  } else {
+    op.data_t = random_operand(op.q.format(), cols, rows, op.q.grid(), rng);
+    fill(device, op.q.data_t, op.q.scale_inv_t, op.data_t);
+  }
   return op;
 }
 
@@ -417,11 +447,22 @@ TEST_P(ScaledGemmOnDevice, Fp8GemmOfQuantizedTensorsUsesEachCopysScalesInAllThre
     if (!m.stateful) names.push_back(m.name);
   }
   names.push_back("mx:e4m3");
+  // Each recipe with the transposed copies as codes, and where that changes anything (the CPU
+  // under per-tensor scales) widened: bf16 GEMMs of the codes' values, read in place.
+  std::vector<std::pair<std::string, fp8::TransposedCopy>> cases;
+  for (const std::string& name : names) cases.emplace_back(name, fp8::TransposedCopy::codes);
   for (const std::string& name : names) {
+    if (fp8::QuantizedTensor::widens(device, fp8::Recipe::parse(name), Role::activation))
+      cases.emplace_back(name, fp8::TransposedCopy::widened_on_cpu);
+  }
+  for (const auto& [name, copy] : cases) {
     const fp8::Recipe recipe = fp8::Recipe::parse(name);
-    LayerOperand x = layer_operand(device, t, k_in, recipe, Role::activation, rng);
-    LayerOperand w = layer_operand(device, n_out, k_in, recipe, Role::weight, rng);
-    LayerOperand dy = layer_operand(device, t, n_out, recipe, Role::gradient, rng);
+    const bool widened = copy == fp8::TransposedCopy::widened_on_cpu;
+    SCOPED_TRACE(widened ? "widened" : "codes");
+    LayerOperand x = layer_operand(device, t, k_in, recipe, Role::activation, rng, copy);
+    LayerOperand w = layer_operand(device, n_out, k_in, recipe, Role::weight, rng, copy);
+    LayerOperand dy = layer_operand(device, t, n_out, recipe, Role::gradient, rng, copy);
+    ASSERT_EQ(x.q.widened(), widened);
     struct LayerGemm {
       const char* what;
       fp8::Fp8Operand a, b;
@@ -853,6 +894,62 @@ TEST(ScaledGemmArguments, Fp8GemmRefusesATransposedCopyThatWasNotMade) {
                     "operand A has no transposed copy");
   expect_gemm_error([&] { fp8::gemm(fp8::as_stored(w), fp8::as_transposed(x), c); }, "[fp8 gemm] ",
                     "operand B has no transposed copy");
+}
+
+// Widened tensors (CPU, per-tensor scales) hold wide instead of data_t; a GEMM that would read
+// a widened operand transposed beside one that is not, or two E5M2 ones, is refused.
+TEST(ScaledGemmArguments, WidenedOperandsAreMultipliedOnlyWithWidenedOnes) {
+  const auto widened = fp8::TransposedCopy::widened_on_cpu;
+  const fp8::Recipe tensor = fp8::Recipe::parse("tensor-current");
+  fp8::QuantizedTensor x(Device::cpu(), 16, 32, tensor, Role::activation, true, Tensor(), Tensor(),
+                         widened);
+  fp8::QuantizedTensor dy(Device::cpu(), 16, 32, tensor, Role::gradient, true, Tensor(), Tensor(),
+                          widened);
+  fp8::QuantizedTensor dy2(Device::cpu(), 16, 32, tensor, Role::gradient, true, Tensor(), Tensor(),
+                           widened);
+  fp8::QuantizedTensor w(Device::cpu(), 32, 32, tensor, Role::weight, true);  // codes
+  EXPECT_TRUE(x.widened());
+  EXPECT_FALSE(w.widened());
+  EXPECT_EQ(x.wide.dtype, DType::bf16);
+  EXPECT_EQ(x.wide.shape, (Shape{16, 32}));
+  EXPECT_TRUE(x.data_t.empty());
+  EXPECT_FALSE(w.data_t.empty());
+  // Other grids keep codes however they are made.
+  fp8::QuantizedTensor row(Device::cpu(), 16, 32, fp8::Recipe::parse("row"), Role::activation, true,
+                           Tensor(), Tensor(), widened);
+  EXPECT_FALSE(row.widened());
+  EXPECT_FALSE(row.data_t.empty());
+  Scratch s;
+  const Tensor c = s.make(DType::f32, {32, 32});
+  expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(dy), fp8::as_transposed(w), c); },
+                    "[fp8 gemm] ", "operand A holds its transposed copy widened");
+  expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(dy2), fp8::as_transposed(dy), c); },
+                    "[fp8 gemm] ", "E5M2 x E5M2 is not supported");
+}
+
+// fp8::quantize into a widened tensor writes wide with data's values, bit for bit.
+TEST(ScaledGemmArguments, QuantizeIntoAWidenedTensorWritesDatasValues) {
+  testing::Rng rng(testing::fresh_seed());
+  for (const char* name : {"tensor-current", "tensor-delayed"}) {
+    const fp8::Recipe recipe = fp8::Recipe::parse(name);
+    fp8::DelayedScalingState state(Device::cpu(), recipe.delayed);
+    fp8::QuantizedTensor q(Device::cpu(), 48, 80, recipe, Role::gradient, true, Tensor(), Tensor(),
+                           fp8::TransposedCopy::widened_on_cpu);
+    q.use_scaling_state(state);
+    state.allocate();
+    Scratch s;
+    const Tensor x = s.make(DType::bf16, {48, 80});
+    std::normal_distribution<double> normal(0.0, 3.0);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.as<uint16_t>()[i] = f32_to_bf16(static_cast<float>(normal(rng)));
+    fp8::quantize(x, q, recipe);
+    ASSERT_TRUE(q.widened());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float v = fp8_to_f32(q.data.as<uint8_t>()[i], q.format());
+      ASSERT_EQ(q.wide.as<uint16_t>()[i], static_cast<uint16_t>(f32_bits(v) >> 16))
+          << name << " value " << i;
+    }
+  }
 }
 
 // ---- accuracy on outlier-heavy inputs: the end-to-end claim for finer scale grids ----

@@ -116,6 +116,7 @@ struct QuantizeRun {
   bool amax = true;         // ask for the amax output
   bool counts = true;       // ask for the counts
   bool misaligned = false;  // every tensor one element past a 64-byte boundary
+  bool wide = false;        // ask for the codes widened to bf16 (CPU only)
 };
 inline QuantizeRun make_run(kernels::ScaleGrid grid, DType fp8, DType in,
                             bool with_transposed = true) {
@@ -134,6 +135,7 @@ struct Quantized {
   std::vector<float> scale_inv, scale_inv_t;            // their values
   float amax = 0.0f;
   int32_t saturated = -1, flushed = -1;
+  std::vector<uint16_t> wide;  // bf16 bits, when the run asked for them
 };
 
 inline std::vector<float> scale_values(const std::vector<uint8_t>& raw, bool e8m0) {
@@ -214,7 +216,9 @@ inline Quantized quantize_on(Device device, const std::vector<float>& x, int64_t
   GuardedArray amax(device, DType::f32, {1}, m);
   GuardedArray counts(device, DType::i32, {2}, m);  // 0xA5A5A5A5: must be overwritten
   GuardedArray given(device, DType::f32, {1}, m);
+  GuardedArray wide(device, DType::bf16, {rows, cols}, m);
   kernels::QuantizeOutputs out;
+  if (run.wide) out.wide = wide.tensor();
   out.data = data.tensor();
   out.scale_inv = scale_inv.tensor();
   if (run.amax) out.amax = amax.tensor();
@@ -241,6 +245,11 @@ inline Quantized quantize_on(Device device, const std::vector<float>& x, int64_t
     q.data_t = data_t.read();
     q.scale_inv_t_raw = scale_inv_t.read();
     q.scale_inv_t = scale_values(q.scale_inv_t_raw, run.grid.e8m0);
+  }
+  if (run.wide) {
+    const std::vector<uint8_t> w = wide.read();
+    q.wide.resize(w.size() / 2);
+    std::memcpy(q.wide.data(), w.data(), w.size());
   }
   const std::vector<uint8_t> a = amax.read(), c = counts.read();
   if (run.amax) std::memcpy(&q.amax, a.data(), 4);

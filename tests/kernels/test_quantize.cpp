@@ -406,6 +406,96 @@ TEST(QuantizeKernelCpu, EveryInstructionSetVariantMatchesTheReference) {
   }
 }
 
+// The codes widened to bf16 (QuantizeOutputs::wide, what the CPU's GEMMs multiply): each value is
+// its code's, bit for bit (a NaN code a NaN), on every grid, format, input and instruction-set
+// level, with the transposed copy and without, and asking for it changes no other output. Per
+// tensor the encoding pass widens 4096 values at a time: one chunk of ragged pieces (130 x 257),
+// several chunks over the threads (300 x 700), one value; and under Overflow::nonfinite an x with
+// a NaN and infinities, whose codes are NaN and Inf.
+TEST(QuantizeKernelCpu, WideCopyHoldsEachCodesValueAndChangesNothingElse) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  testing::Rng rng(testing::fresh_seed());
+  auto expect_wide = [](const Quantized& q, DType fp8) {
+    ASSERT_EQ(q.wide.size(), q.data.size());
+    int64_t bad = 0;
+    for (size_t i = 0; i < q.data.size(); ++i) {
+      const float v = fp8_to_f32(q.data[i], fp8);
+      const uint16_t w = q.wide[i];
+      const bool ok = std::isnan(v) ? (w & 0x7F80) == 0x7F80 && (w & 0x7F) != 0
+                                    : w == static_cast<uint16_t>(f32_bits(v) >> 16);
+      if (!ok && bad++ < 5) {
+        ADD_FAILURE() << "value " << i << ": code 0x" << std::hex << int(q.data[i]) << " wide 0x"
+                      << w << std::dec << ", want " << v;
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  };
+  for (const char* isa : {"baseline", "avx2", "avx512"}) {
+    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
+    setenv("OCTET_CPU_ISA", isa, 1);
+    for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
+      for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{130, 257}, {300, 700}, {1, 1}}) {
+        for (const bool with_t : {false, true}) {
+          SCOPED_TRACE(qc.name() + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]" +
+                       (with_t ? " with data_t" : ""));
+          const std::vector<float> x =
+              testing::random_matrix(testing::Distribution::heavy_tailed, rows * cols, qc.in, rng);
+          QuantizeRun run = testing::make_run(qc.grid, qc.fp8, qc.in, with_t);
+          const Quantized plain = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+          run.wide = true;
+          const Quantized got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+          expect_same_outputs(got, plain, rows, cols, run);
+          expect_wide(got, qc.fp8);
+        }
+      }
+      std::vector<float> x =
+          testing::random_matrix(testing::Distribution::normal, 130 * 257, qc.in, rng);
+      x[5] = NAN;
+      x[7] = INFINITY;
+      x[4200] = -INFINITY;
+      QuantizeRun run = testing::make_run(qc.grid, qc.fp8, qc.in, false);
+      run.overflow = Overflow::nonfinite;
+      run.wide = true;
+      const Quantized got = testing::quantize_on(Device::cpu(), x, 130, 257, run);
+      SCOPED_TRACE(qc.name() + " with NaN and Inf");
+      expect_matches_reference(got, x, 130, 257, run);
+      expect_wide(got, qc.fp8);
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
+}
+
+// A wide output of the wrong dtype or shape is refused, naming what it must be.
+TEST(QuantizeKernelCpu, AWideOutputOfTheWrongShapeOrDtypeIsRefused) {
+  using testing::GuardedArray;
+  GuardedArray x(Device::cpu(), DType::f32, {4, 32});
+  const std::vector<float> ones(128, 1.0f);
+  x.write(ones.data());
+  GuardedArray data(Device::cpu(), DType::e4m3, {4, 32});
+  GuardedArray scale(Device::cpu(), DType::f32, {1, 1});
+  GuardedArray wrong_shape(Device::cpu(), DType::bf16, {4, 16});
+  GuardedArray wrong_dtype(Device::cpu(), DType::f32, {4, 32});
+  for (const GuardedArray* w : {&wrong_shape, &wrong_dtype}) {
+    kernels::QuantizeOutputs out;
+    out.data = data.tensor();
+    out.scale_inv = scale.tensor();
+    out.wide = w->tensor();
+    try {
+      kernels::quantize(x.tensor(), out, kernels::QuantizeOptions{});
+      ADD_FAILURE() << "accepted " << w->tensor().str();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("wide must be bf16[4, 32]"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // The transposed copy of per-row-scaled xᵀ (the row recipe) where x has few columns is cut
 // into row slabs when the column chunks are too few for the threads: the slabs' column maxima
 // meet before any encodes. On 1 to 8 threads (one chunk of columns to more chunks than two per

@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer.h"
+#include "core/error.h"
+#include "fp8/quantized_tensor.h"
 #include "kernels/quantize.h"
 #include "linear_testing.h"
+#include "nn/linear.h"
 
 namespace octet {
 namespace {
@@ -414,6 +418,47 @@ TEST_P(LinearFp8OnDevice, GemmsNamedBf16RunAsTheBf16LayerAndTheOthersStayFp8) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, LinearFp8OnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
+
+// On the CPU under per-tensor scales the layer widens its transposed copies (dY's bf16 copy then
+// takes 2 T out bytes of a shared fp8_scratch, 3 T out with its codes): a scratch of
+// fp8_scratch_bytes(..., widened) serves it, bit for bit as a layer with storage of its own, and
+// one byte less is refused. Row scaling keeps codes (2 T out).
+TEST(LinearFp8Cpu, ASharedScratchOfTheStatedSizeServesTheLayerAndAShorterOneIsRefused) {
+  const int64_t t = 48, in = 32, out = 64;
+  const uint64_t seed = testing::fresh_seed();
+  for (ScalingMode mode : {ScalingMode::tensor_current, ScalingMode::row}) {
+    const fp8::Recipe recipe = make_recipe(mode);
+    SCOPED_TRACE(recipe.str());
+    const bool widened = fp8::QuantizedTensor::widens(Device::cpu(), recipe, Role::gradient);
+    EXPECT_EQ(widened, mode == ScalingMode::tensor_current);
+    const size_t bytes = nn::fp8_scratch_bytes(t, in, out, widened);
+    EXPECT_EQ(bytes, static_cast<size_t>((widened ? 3 : 2) * t * out));
+    Buffer scratch(Device::cpu(), bytes);
+    nn::LinearConfig shared = fp8_config(recipe, in, out, t, Device::cpu());
+    shared.fp8_scratch = scratch.view(DType::u8, {static_cast<int64_t>(bytes)});
+    testing::Rng rng_a(seed), rng_b(seed);
+    LinearHarness own(fp8_config(recipe, in, out, t, Device::cpu()), rng_a);
+    LinearHarness with(shared, rng_b);
+    testing::Rng data(seed + 1);
+    const std::vector<float> x = testing::random_normal(t * in, 1.0, DType::bf16, data);
+    const std::vector<float> dy = testing::random_normal(t * out, 1.0, DType::bf16, data);
+    EXPECT_EQ(with.forward(x), own.forward(x));
+    EXPECT_EQ(with.backward(dy), own.backward(dy));
+    EXPECT_EQ(with.weight_grad.read(), own.weight_grad.read());
+
+    nn::LinearConfig short_one = shared;
+    short_one.fp8_scratch = scratch.view(DType::u8, {static_cast<int64_t>(bytes) - 1});
+    try {
+      nn::Linear layer(short_one);
+      ADD_FAILURE() << "a scratch of " << bytes - 1 << " bytes was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("fp8_scratch must be u8 with at least " +
+                                           std::to_string(bytes) + " bytes"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
 
 TEST(LinearStats, AreZeroUnderFp32AndBf16) {
   testing::Rng rng(testing::fresh_seed());

@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "kernels/backends.h"
 #include "kernels/cpu/byte_transpose.h"
+#include "kernels/cpu/gemm_cpu.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "kernels/cpu/block_scales_avx2.h"
 #include "kernels/cpu/block_scales_avx512.h"
@@ -52,6 +53,9 @@ constexpr int64_t kTile = 64;
 constexpr int64_t kTransposeRows = 512;
 // Blocks of one row narrower than this are encoded in runs of several blocks.
 constexpr int64_t kNarrowBlock = 256;
+// The bf16 widening (QuantizeOutputs::wide) follows the per-tensor encode this many values at a
+// time, while their codes are still in L1.
+constexpr int64_t kWidenPiece = 4096;
 
 // What the inner loops need to know, fixed for one quantize call.
 struct Job {
@@ -676,12 +680,22 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   const bool amax_known = (!given || !out.amax.empty()) && scale > 0.0f && scale <= FLT_MAX;
   uint64_t saturated = 0, flushed = 0;
   auto* data = out.data.as<uint8_t>();
+  auto* wide = out.wide.empty() ? nullptr : out.wide.as<uint16_t>();
+  const Fp8ToBf16 widen = fp8_to_bf16(out.data.dtype);
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
     Stats s;
     s.amax_bits = amax_known ? amax_bits : 0xFFFFFFFFu;  // the bound encode_loop reads
-    k.encode(j, byte_offset(x.data, begin, in_size), data + begin, count, scale, &s);
+    if (wide == nullptr) {
+      k.encode(j, byte_offset(x.data, begin, in_size), data + begin, count, scale, &s);
+    } else {
+      for (int64_t p = begin; p < begin + count; p += kWidenPiece) {
+        const int64_t m = std::min(kWidenPiece, begin + count - p);
+        k.encode(j, byte_offset(x.data, p, in_size), data + p, m, scale, &s);
+        widen(data + p, wide + p, m);
+      }
+    }
     saturated += s.saturated;
     flushed += s.flushed;
   }
@@ -866,6 +880,20 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   }
 }
 
+// wide = data's codes widened to bf16, in chunks over the threads (the grids other than per
+// tensor, whose band loops do not write wide themselves).
+void widen_codes(const Tensor& data, uint16_t* wide) {
+  const int64_t n = data.numel();
+  const auto* codes = data.as<const uint8_t>();
+  const Fp8ToBf16 widen = fp8_to_bf16(data.dtype);
+  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kParallelElements;
+    widen(codes + begin, wide + begin, std::min(kParallelElements, n - begin));
+  }
+}
+
 // FP8 -> f32 tables from the scalar decoders.
 const std::array<float, 256>& decode_table(DType fp8) {
   static const auto tables = [] {
@@ -895,9 +923,10 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
   const int64_t block_cols = block_size(o.grid.block_cols, cols);
   Stats st;
   if (block_rows == rows && block_cols == cols) {
-    quantize_per_tensor(k, j, x, out, o, st);
+    quantize_per_tensor(k, j, x, out, o, st);  // writes wide too
   } else {
     quantize_bands(k, j, x, out, block_rows, block_cols, st);
+    if (!out.wide.empty()) widen_codes(out.data, out.wide.as<uint16_t>());
   }
   if (!out.data_t.empty()) quantize_transposed(k, j, x, out, o.grid);
   if (!out.amax.empty()) out.amax.as<float>()[0] = amax_value(st.amax_bits);
