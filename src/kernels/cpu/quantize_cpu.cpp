@@ -681,7 +681,7 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   uint64_t saturated = 0, flushed = 0;
   auto* data = out.data.as<uint8_t>();
   auto* wide = out.wide.empty() ? nullptr : out.wide.as<uint16_t>();
-  const Fp8ToBf16 widen = fp8_to_bf16(out.data.dtype);
+  const Fp8ToBf16 widen = wide != nullptr ? fp8_to_bf16(out.data.dtype) : Fp8ToBf16{};
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
