@@ -34,13 +34,8 @@ const Tensor& operand(Fp8Operand x) {
 bool both_widened(Fp8Operand a, Fp8Operand b) {
   const bool wa = a.q->widened(), wb = b.q->widened();
   if (wa && wb) {
-    // What kernels::gemm asks of FP8 operands, asked of their widenings too: the CPU's
-    // FP8 GEMMs take what the GPU's take.
-    OCTET_CHECK(!(a.q->format() == DType::e5m2 && b.q->format() == DType::e5m2), "fp8 gemm",
-                "E5M2 x E5M2 is not supported (Hopper's FP8 tensor cores refuse it); quantize "
-                "one operand to E4M3");
-    const int64_t k = a.transposed ? a.q->rows() : a.q->cols();
-    OCTET_CHECK(k % 16 == 0, "fp8 gemm", "K=", k, " must be a multiple of 16 for FP8 GEMMs");
+    kernels::check_fp8_formats(a.q->format(), b.q->format(),
+                               a.transposed ? a.q->rows() : a.q->cols());
     return true;
   }
   // Otherwise the codes, and a widened operand has no data_t.

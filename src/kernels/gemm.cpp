@@ -51,14 +51,10 @@ GemmDims validate(const Tensor& a, const Tensor& b, const Tensor& c, const GemmO
   if (fp8) {
     OCTET_CHECK(is_fp8(a.dtype) && is_fp8(b.dtype), op, "FP8 GEMMs take two FP8 operands, got A ",
                 a.str(), " and B ", b.str());
-    OCTET_CHECK(!(a.dtype == DType::e5m2 && b.dtype == DType::e5m2), op,
-                "E5M2 x E5M2 is not supported (Hopper's FP8 tensor cores refuse it); quantize "
-                "one operand to E4M3");
+    check_fp8_formats(a.dtype, b.dtype, d.k);
     OCTET_CHECK(!o.trans_a && o.trans_b, op,
                 "FP8 operands must both be K-major (A [M, K], B [N, K]); make the transposed "
                 "copy with kernels::transpose or at quantization time");
-    OCTET_CHECK(d.k % 16 == 0, op, "K=", d.k,
-                " is not a multiple of 16, which FP8 GEMMs need; pad K to a multiple of 16");
     check_scales("A", o.a_scale_inv, o.a_grid, d.m, d.k, a.device);
     check_scales("B", o.b_scale_inv, o.b_grid, d.n, d.k, a.device);
     OCTET_CHECK(o.a_grid.block_cols == o.b_grid.block_cols, op,
@@ -83,6 +79,14 @@ GemmDims validate(const Tensor& a, const Tensor& b, const Tensor& c, const GemmO
 }
 
 }  // namespace
+
+void check_fp8_formats(DType a, DType b, int64_t k) {
+  OCTET_CHECK(!(a == DType::e5m2 && b == DType::e5m2), "gemm",
+              "E5M2 x E5M2 is not supported (Hopper's FP8 tensor cores refuse it); quantize "
+              "one operand to E4M3");
+  OCTET_CHECK(k % 16 == 0, "gemm", "K=", k,
+              " is not a multiple of 16, which FP8 GEMMs need; pad K to a multiple of 16");
+}
 
 size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
                             const GemmOptions& options) {

@@ -59,6 +59,11 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 // GEMM that way (kernels/cuda/gemm_cuda.cpp).
 void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options = {});
 
+// What gemm() asks of two FP8 formats and K (not E5M2 x E5M2, K a multiple of 16); throws
+// octet::Error otherwise. fp8::gemm asks it of widened operands too (fp8/gemm.cpp), so that
+// the CPU takes what the GPU takes.
+void check_fp8_formats(DType a, DType b, int64_t k);
+
 // CUDA: how many cuBLASLt plans (descriptors and chosen algorithm, one per problem
 // shape, dtypes, layout, scale mode, fast_accum, beta and alignment) this process has
 // made so far; a repeated call reuses its plan. 0 in a build without CUDA.

@@ -897,7 +897,8 @@ TEST(ScaledGemmArguments, Fp8GemmRefusesATransposedCopyThatWasNotMade) {
 }
 
 // Widened tensors (CPU, per-tensor scales) hold wide instead of data_t; a GEMM that would read
-// a widened operand transposed beside one that is not, or two E5M2 ones, is refused.
+// a widened operand transposed beside one that is not, two E5M2 ones, or a K that is not a
+// multiple of 16 is refused, as for codes.
 TEST(ScaledGemmArguments, WidenedOperandsAreMultipliedOnlyWithWidenedOnes) {
   const auto widened = fp8::TransposedCopy::widened_on_cpu;
   const fp8::Recipe tensor = fp8::Recipe::parse("tensor-current");
@@ -924,7 +925,14 @@ TEST(ScaledGemmArguments, WidenedOperandsAreMultipliedOnlyWithWidenedOnes) {
   expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(dy), fp8::as_transposed(w), c); },
                     "[fp8 gemm] ", "operand A holds its transposed copy widened");
   expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(dy2), fp8::as_transposed(dy), c); },
-                    "[fp8 gemm] ", "E5M2 x E5M2 is not supported");
+                    "[gemm] ", "E5M2 x E5M2 is not supported");
+  fp8::QuantizedTensor x24(Device::cpu(), 16, 24, tensor, Role::activation, true, Tensor(),
+                           Tensor(), widened);
+  fp8::QuantizedTensor w24(Device::cpu(), 32, 24, tensor, Role::weight, true, Tensor(), Tensor(),
+                           widened);
+  const Tensor c16 = s.make(DType::f32, {16, 32});
+  expect_gemm_error([&] { fp8::gemm(fp8::as_stored(x24), fp8::as_stored(w24), c16); }, "[gemm] ",
+                    "K=24 is not a multiple of 16");
 }
 
 // fp8::quantize into a widened tensor writes wide with data's values, bit for bit.
