@@ -1,10 +1,16 @@
 // tests/kernels/test_elementwise.cpp: kernels::add against float64 on fresh random
-// inputs (also in place), and its errors.
+// inputs (also in place), every CPU instruction-set variant against the scalar formula, and its
+// errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
+
+#include "core/convert.h"
 
 #include "kernels/elementwise.h"
 #include "layer_testing.h"
@@ -84,6 +90,74 @@ TEST_P(AddOnDevice, LargeOddAndMisalignedShapesMatchFloat64AndTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, AddOnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
+
+// The CPU's add exists per instruction-set level (OCTET_CPU_ISA caps it); each level the machine
+// has must give the scalar formula's bits: one fp32 addition, rounded once by f32_to_bf16 (bf16)
+// or not at all (f32). Inputs: every bf16 value (as bf16, and as f32 with random low halves)
+// plus a random neighbour of similar magnitude (sums that round, ties included), plus 0, Inf and
+// NaN; lengths 1 to 40 (every tail), and a long run over the threads. Tolerance: none.
+TEST(AddCpu, EveryInstructionSetVariantGivesTheScalarBits) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  testing::Rng rng(testing::fresh_seed());
+  auto pick = [&rng](uint32_t lo, uint32_t hi) {
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+  };
+  std::vector<uint16_t> a16, b16;
+  std::vector<float> a32, b32;
+  const uint16_t specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC1, 0xFFC0};
+  for (uint32_t bits = 0; bits <= 0xFFFF; ++bits) {
+    const auto a = static_cast<uint16_t>(bits);
+    // A neighbour: the same sign and exponent give sums that round; else a special value.
+    const uint16_t b =
+        pick(0, 7) < 6 ? static_cast<uint16_t>((a & 0xFF80) | pick(0, 0x7F)) : specials[pick(0, 5)];
+    a16.push_back(a);
+    b16.push_back(b);
+    a32.push_back(f32_from_bits(bits << 16 | pick(0, 0xFFFF)));
+    b32.push_back(f32_from_bits(static_cast<uint32_t>(b) << 16 | pick(0, 0xFFFF)));
+  }
+  auto run = [&](DType dtype, const void* a, const void* b, int64_t n, void* out) {
+    const Tensor ta(const_cast<void*>(a), dtype, {n}, Device::cpu());
+    const Tensor tb(const_cast<void*>(b), dtype, {n}, Device::cpu());
+    kernels::add(ta, tb, Tensor(out, dtype, {n}, Device::cpu()));
+  };
+  for (const char* isa : {"baseline", "avx2", "avx512"}) {
+    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
+    setenv("OCTET_CPU_ISA", isa, 1);
+    const auto n = static_cast<int64_t>(a16.size());
+    std::vector<uint16_t> out16(a16.size());
+    std::vector<float> out32(a32.size());
+    // Every length up to 40 at an odd offset (tails of both vector widths), then all of it.
+    for (int64_t len = 1; len <= 41; ++len) {
+      const int64_t at = len <= 40 ? 3 * len : 0, count = len <= 40 ? len : n;
+      run(DType::bf16, a16.data() + at, b16.data() + at, count, out16.data() + at);
+      run(DType::f32, a32.data() + at, b32.data() + at, count, out32.data() + at);
+      for (int64_t i = at; i < at + count; ++i) {
+        // Which payload a sum of two NaNs keeps IEEE 754 leaves open (x86 keeps the first
+        // operand's, and a compiler may swap them): there a NaN is all that is asked.
+        const uint16_t want16 = f32_to_bf16(bf16_to_f32(a16[i]) + bf16_to_f32(b16[i]));
+        if ((want16 & 0x7FFF) > 0x7F80 && (a16[i] & 0x7FFF) > 0x7F80 &&
+            (b16[i] & 0x7FFF) > 0x7F80) {
+          ASSERT_GT(out16[i] & 0x7FFF, 0x7F80) << std::hex << "bf16 0x" << a16[i] << " + NaN";
+        } else {
+          ASSERT_EQ(out16[i], want16) << std::hex << "bf16 0x" << a16[i] << " + 0x" << b16[i];
+        }
+        const float want32 = a32[i] + b32[i];
+        if (std::isnan(a32[i]) && std::isnan(b32[i])) {
+          ASSERT_TRUE(std::isnan(out32[i])) << std::hex << "f32 0x" << f32_bits(a32[i]) << " + NaN";
+        } else {
+          ASSERT_EQ(f32_bits(out32[i]), f32_bits(want32))
+              << std::hex << "f32 0x" << f32_bits(a32[i]) << " + 0x" << f32_bits(b32[i]);
+        }
+      }
+    }
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
+}
 
 TEST(AddErrors, MixedDTypesSizesAndAbsentDevicesAreRefused) {
   const Device cpu = Device::cpu();
