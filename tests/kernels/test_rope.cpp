@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -182,47 +183,64 @@ INSTANTIATE_TEST_SUITE_P(Devices, RopeOnDevice, ::testing::ValuesIn(testing::all
 
 // The CPU rotation reading rope_table's cos/sin gives the same bits as the one that
 // computes them in the call (which the float64 tests above check), forward and backward,
-// for every shape above, both dtypes and a batch of two sequences. Tolerance: none (memcmp).
+// for every shape above, both dtypes and a batch of two sequences, at every instruction-set
+// level the machine has (the table's rotation has AVX2 and AVX-512 variants; OCTET_CPU_ISA
+// caps the level). Tolerance: none (memcmp).
 TEST(RopeTable, TheTableGivesTheSameBitsAsComputingTheAngles) {
   const Device cpu = Device::cpu();
   testing::Rng rng(testing::fresh_seed());
   std::vector<RopeCase> cases(std::begin(kCases), std::end(kCases));
   cases.insert(cases.end(), std::begin(kWideCases), std::end(kWideCases));
-  for (const RopeCase& rc : cases) {
-    for (DType dtype : {DType::f32, DType::bf16}) {
-      const auto table = testing::upload(cpu, dtype, {rc.seq_len, rc.head_dim},
-                                         std::vector<double>(rc.seq_len * rc.head_dim, 7.0));
-      kernels::rope_table(table.tensor, rc.head_dim, rc.seq_len, rc.theta);
-      // The table row p = 0: cos 0 = 1 and sin 0 = 0 for every pair.
-      const std::vector<double> row0 = testing::download(table.tensor);
-      for (int64_t i = 0; i < rc.head_dim; ++i) {
-        EXPECT_EQ(row0[i], i < rc.head_dim / 2 ? 1.0 : 0.0) << rc.name() << " pair " << i;
-      }
-      for (bool backward : {false, true}) {
-        const std::string what =
-            rc.name() + " " + dtype_name(dtype) + (backward ? " backward" : " forward");
-        const int64_t tokens = 2 * rc.seq_len;
-        std::vector<double> x = testing::uniform(tokens * rc.width(), -2, 2, rng);
-        testing::round_in_place(dtype, x);
-        const auto plain = testing::upload(cpu, dtype, {tokens, rc.width()}, x);
-        const auto tabled = testing::upload(cpu, dtype, {tokens, rc.width()}, x);
-        auto apply = [&](const Tensor& qkv, const Tensor& with) {
-          if (backward) {
-            kernels::rope_backward(qkv, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
-                                   rc.theta, with);
-          } else {
-            kernels::rope_forward(qkv, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len, rc.theta,
-                                  with);
-          }
-        };
-        apply(plain.tensor, Tensor());
-        apply(tabled.tensor, table.tensor);
-        EXPECT_EQ(std::memcmp(plain.tensor.data, tabled.tensor.data, plain.tensor.nbytes()), 0)
-            << what;
-        // And the rotation did something (the same bits are not two no-ops).
-        EXPECT_NE(testing::download(tabled.tensor), x) << what;
+  cases.push_back({3, 1, 40, 11, 10000.0f});  // 20 pairs: a group of 16 and a tail of 4
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  for (const char* isa : {"baseline", "avx2", "avx512"}) {
+    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
+    setenv("OCTET_CPU_ISA", isa, 1);
+    for (const RopeCase& rc : cases) {
+      for (DType dtype : {DType::f32, DType::bf16}) {
+        const auto table = testing::upload(cpu, dtype, {rc.seq_len, rc.head_dim},
+                                           std::vector<double>(rc.seq_len * rc.head_dim, 7.0));
+        kernels::rope_table(table.tensor, rc.head_dim, rc.seq_len, rc.theta);
+        // The table row p = 0: cos 0 = 1 and sin 0 = 0 for every pair.
+        const std::vector<double> row0 = testing::download(table.tensor);
+        for (int64_t i = 0; i < rc.head_dim; ++i) {
+          EXPECT_EQ(row0[i], i < rc.head_dim / 2 ? 1.0 : 0.0) << rc.name() << " pair " << i;
+        }
+        for (bool backward : {false, true}) {
+          const std::string what =
+              rc.name() + " " + dtype_name(dtype) + (backward ? " backward" : " forward");
+          const int64_t tokens = 2 * rc.seq_len;
+          std::vector<double> x = testing::uniform(tokens * rc.width(), -2, 2, rng);
+          testing::round_in_place(dtype, x);
+          // Zeros of both signs: the lanes' rotation must keep the scalar's signed zeros
+          // (with sin 0 at position 0, x1 cos - x2 sin is -0 - +0 there for x1 = -0).
+          for (size_t i = 0; i < x.size(); i += 7) x[i] = i % 2 == 0 ? 0.0 : -0.0;
+          const auto plain = testing::upload(cpu, dtype, {tokens, rc.width()}, x);
+          const auto tabled = testing::upload(cpu, dtype, {tokens, rc.width()}, x);
+          auto apply = [&](const Tensor& qkv, const Tensor& with) {
+            if (backward) {
+              kernels::rope_backward(qkv, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
+                                     rc.theta, with);
+            } else {
+              kernels::rope_forward(qkv, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
+                                    rc.theta, with);
+            }
+          };
+          apply(plain.tensor, Tensor());
+          apply(tabled.tensor, table.tensor);
+          EXPECT_EQ(std::memcmp(plain.tensor.data, tabled.tensor.data, plain.tensor.nbytes()), 0)
+              << what;
+          // And the rotation did something (the same bits are not two no-ops).
+          EXPECT_NE(testing::download(tabled.tensor), x) << what;
+        }
       }
     }
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
   }
 }
 
