@@ -116,7 +116,10 @@ WeightAllGather::WeightAllGather(std::shared_ptr<Comm> comm, model::Llama& model
   const int64_t count = end_ - begin_, wn = static_cast<int64_t>(ws.size());
   const Device device = model.options().device;
   codes_ = Buffer::for_tensor(device, format_, {count});
-  codes_t_ = Buffer::for_tensor(device, format_, {count});
+  // A linear that widens its FP8 weight (the CPU under per-tensor scales) reads data alone
+  // (nn::Linear::use_quantized_weight): it gets no transposed copy, and none is made.
+  widened_ = fp8::QuantizedTensor::widens(device, recipe_, fp8::Role::weight);
+  if (!widened_) codes_t_ = Buffer::for_tensor(device, format_, {count});
   if (mx) col_codes_ = Buffer::for_tensor(device, format_, {count});
   if (!per_tensor_) {
     scales_ = Buffer::for_tensor(device, sd, {scales});
@@ -171,10 +174,10 @@ WeightAllGather::WeightAllGather(std::shared_ptr<Comm> comm, model::Llama& model
     const int64_t rows = x.w.rows, cols = x.w.cols;
     nn::QuantizedWeight c;
     c.data = at(codes_, x.at, format_, {rows, cols});
-    c.data_t = at(codes_t_, x.at, format_, {cols, rows});
+    if (!widened_) c.data_t = at(codes_t_, x.at, format_, {cols, rows});
     if (per_tensor_) {
       c.scale_inv = at(given_, wn + static_cast<int64_t>(i), DType::f32, {1, 1});
-      c.scale_inv_t = c.scale_inv;
+      if (!widened_) c.scale_inv_t = c.scale_inv;
     } else {
       c.scale_inv = at(scales_, x.scale_at, sd, kernels::scale_grid_shape(rows, cols, grid_));
       c.scale_inv_t = at(scales_t_, x.scale_t_at, sd, kernels::scale_grid_shape(cols, rows, grid_));
@@ -317,7 +320,8 @@ void WeightAllGather::transpose_copies() {
     switch (recipe_.mode) {
       case fp8::ScalingMode::tensor_current:
       case fp8::ScalingMode::tensor_delayed:
-        kernels::transpose(c.data, c.data_t);  // one scale: the transpose is the copy
+        // One scale: the transpose is the copy (none for a widening linear).
+        if (!widened_) kernels::transpose(c.data, c.data_t);
         break;
       case fp8::ScalingMode::block:
         kernels::transpose(c.data, c.data_t);  // 128x128 blocks transpose as a whole

@@ -41,7 +41,9 @@ Partition aligned_partition(int64_t p, int ranks, const std::vector<model::Block
 // all-gathered through Comm (MPI and NCCL share every line here) and the transposed copy
 // that dgrad reads is made locally:
 //   tensor-current/delayed, block: the transpose of the gathered codes (and of the 128x128
-//     block scales), which is what one quantization of the whole weight writes;
+//     block scales), which is what one quantization of the whole weight writes; none under
+//     per-tensor scales on the CPU, where the linears widen data and read it either way
+//     (fp8::TransposedCopy::widened_on_cpu), so copies() hold no data_t / scale_inv_t there;
 //   mx: each rank also quantizes its rows along W's columns (32-row blocks, all in its
 //     shard) and that copy travels too, transposed back after the gather;
 //   row: the transposed copy's scales run along W's whole columns, which no rank's row shard
@@ -92,6 +94,7 @@ class WeightAllGather {
   std::vector<Weight> weights_;
   int64_t begin_ = 0, end_ = 0;
   bool per_tensor_ = false, needs_bf16_ = false;
+  bool widened_ = false;  // the linears widen their weight (CPU, per tensor): no data_t
   Partition codes_part_, scales_part_, col_scales_part_;
   // codes_/codes_t_ [end - begin]; col_codes_ (mx) likewise; scales_/scales_t_/col_scales_:
   // every weight's grid, in weight order; given_: the scales then scale_invs per weight.
