@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -63,10 +64,8 @@ SwiGluReference reference(const std::vector<double>& gate_up, const std::vector<
 
 class SwiGluOnDevice : public ::testing::TestWithParam<Device> {};
 
-TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
-  const Device device = GetParam();
-  OCTET_SKIP_WITHOUT(device);
-  testing::Rng rng(testing::fresh_seed());
+// Forward and backward (also in place) against the float64 reference, both dtypes.
+void expect_matches_float64(Device device, testing::Rng& rng) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     // Gates from -12 to 12: both tails of the sigmoid and its middle.
     std::vector<double> gate_up = testing::uniform(kRows * 2 * kHidden, -12, 12, rng);
@@ -87,6 +86,32 @@ TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
     // In place over gate_up: the same bits.
     kernels::swiglu_backward(g.tensor, x.tensor, x.tensor);
     EXPECT_EQ(testing::download(x.tensor), dgate_up) << dtype_name(dtype) << " in place";
+  }
+}
+
+TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
+  const Device device = GetParam();
+  OCTET_SKIP_WITHOUT(device);
+  testing::Rng rng(testing::fresh_seed());
+  expect_matches_float64(device, rng);
+}
+
+// The CPU kernels exist per instruction-set level (scalar, AVX2 and AVX-512 rows; OCTET_CPU_ISA
+// caps the level): each level the machine has against the same float64 bounds. Rows of 40: five
+// whole AVX2 vectors, two AVX-512 ones and a tail.
+TEST(SwiGluCpu, EveryInstructionSetLevelMatchesFloat64) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  testing::Rng rng(testing::fresh_seed());
+  for (const char* isa : {"baseline", "avx2", "avx512"}) {
+    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
+    setenv("OCTET_CPU_ISA", isa, 1);
+    expect_matches_float64(Device::cpu(), rng);
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
   }
 }
 

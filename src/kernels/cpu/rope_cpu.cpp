@@ -12,6 +12,7 @@
 #include "kernels/cpu/isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/bf16_round_avx2.h"
 #include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/intrinsics.h"
 #define OCTET_ROPE_VECTOR 1
@@ -87,8 +88,7 @@ OCTET_ROPE_AVX512 inline __m512 load16(const float* x) {
   return _mm512_loadu_ps(x);
 }
 OCTET_ROPE_AVX512 inline __m512 load16(const uint16_t* x) {
-  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return avx512::load_bf16(x);
 }
 OCTET_ROPE_AVX512 inline void store16(float* y, __m512 v) {
   _mm512_storeu_ps(y, v);
@@ -140,24 +140,13 @@ OCTET_ROPE_AVX2 inline __m256 load8(const float* x) {
   return _mm256_loadu_ps(x);
 }
 OCTET_ROPE_AVX2 inline __m256 load8(const uint16_t* x) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return avx2::load_bf16(x);
 }
 OCTET_ROPE_AVX2 inline void store8(float* y, __m256 v) {
   _mm256_storeu_ps(y, v);
 }
 OCTET_ROPE_AVX2 inline void store8(uint16_t* y, __m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i high = _mm256_srli_epi32(u, 16);
-  const __m256i lsb = _mm256_and_si256(high, _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
-  const __m256i quiet = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
-  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
-                                         _mm256_set1_epi32(0x7F800000));
-  const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);  // every lane <= 0xFFFF
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(y),
-                   _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), avx2::round_to_bf16(v));
 }
 
 // Groups of 8 pairs, then the scalar loop for the rest.

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/bf16_round_avx2.h"
 #include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/intrinsics.h"
 
@@ -107,6 +108,14 @@ OCTET_AVX2 inline float reduce_add8(__m256 v) {
 // The first min(n, 8) lanes of v to y, each rounded once to y's type (from_f32's rounding).
 template <typename A>
 OCTET_AVX2 inline void store8(A* y, __m256 v, int64_t n) {
+  if (n >= 8) {  // whole vectors round in lanes, as store16 does
+    if constexpr (sizeof(A) == 4) {
+      _mm256_storeu_ps(reinterpret_cast<float*>(y), v);
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y), avx2::round_to_bf16(v));
+    }
+    return;
+  }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, v);
   const int64_t k = n < 8 ? n : 8;
