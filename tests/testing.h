@@ -1,12 +1,13 @@
 // tests/testing.h: what the tests share: the devices every kernel test runs on,
 // seeded random inputs, and float64 reference helpers.
 // defines: all_devices, device_param_name, OCTET_SKIP_WITHOUT, fresh_seed, Rng, kU, kUBf16,
-//          gamma, error_of
+//          gamma, error_of, for_each_cpu_isa
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <ostream>
 #include <random>
 #include <string>
@@ -37,6 +38,25 @@ inline uint64_t fresh_seed() {
 }
 
 using Rng = std::mt19937_64;
+
+// Runs fn() once with OCTET_CPU_ISA set to each CPU instruction-set level in turn (baseline,
+// avx2, avx512; the kernels cap it at what the machine has), under a trace naming the level,
+// then restores the variable as it was (also after a failed ASSERT inside fn).
+template <typename F>
+void for_each_cpu_isa(F&& fn) {
+  const char* saved = std::getenv("OCTET_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  for (const char* isa : {"baseline", "avx2", "avx512"}) {
+    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
+    setenv("OCTET_CPU_ISA", isa, 1);
+    fn();
+  }
+  if (saved) {
+    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
+  } else {
+    unsetenv("OCTET_CPU_ISA");
+  }
+}
 
 inline constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (half an ulp, relative)
 inline constexpr double kUBf16 = 0x1p-8;  // unit roundoff of bf16

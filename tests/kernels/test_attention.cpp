@@ -278,18 +278,7 @@ const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}, {2, 1, 20, 45}, {2, 1, 44, 70
 template <typename Body>
 void for_each_isa(Device device, Body body) {
   if (device.is_cuda()) return body();
-  const char* saved = std::getenv("OCTET_CPU_ISA");
-  const std::string restore = saved ? saved : "";
-  for (const char* isa : {"baseline", "avx2", "avx512"}) {
-    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
-    setenv("OCTET_CPU_ISA", isa, 1);
-    body();
-  }
-  if (saved) {
-    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
-  } else {
-    unsetenv("OCTET_CPU_ISA");
-  }
+  testing::for_each_cpu_isa(body);
 }
 
 TEST_P(AttentionOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {

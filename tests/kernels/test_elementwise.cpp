@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -97,8 +96,6 @@ INSTANTIATE_TEST_SUITE_P(Devices, AddOnDevice, ::testing::ValuesIn(testing::all_
 // plus a random neighbour of similar magnitude (sums that round, ties included), plus 0, Inf and
 // NaN; lengths 1 to 40 (every tail), and a long run over the threads. Tolerance: none.
 TEST(AddCpu, EveryInstructionSetVariantGivesTheScalarBits) {
-  const char* saved = std::getenv("OCTET_CPU_ISA");
-  const std::string restore = saved ? saved : "";
   testing::Rng rng(testing::fresh_seed());
   auto pick = [&rng](uint32_t lo, uint32_t hi) {
     return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
@@ -121,9 +118,7 @@ TEST(AddCpu, EveryInstructionSetVariantGivesTheScalarBits) {
     const Tensor tb(const_cast<void*>(b), dtype, {n}, Device::cpu());
     kernels::add(ta, tb, Tensor(out, dtype, {n}, Device::cpu()));
   };
-  for (const char* isa : {"baseline", "avx2", "avx512"}) {
-    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
-    setenv("OCTET_CPU_ISA", isa, 1);
+  testing::for_each_cpu_isa([&] {
     const auto n = static_cast<int64_t>(a16.size());
     std::vector<uint16_t> out16(a16.size());
     std::vector<float> out32(a32.size());
@@ -151,12 +146,7 @@ TEST(AddCpu, EveryInstructionSetVariantGivesTheScalarBits) {
         }
       }
     }
-  }
-  if (saved) {
-    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
-  } else {
-    unsetenv("OCTET_CPU_ISA");
-  }
+  });
 }
 
 TEST(AddErrors, MixedDTypesSizesAndAbsentDevicesAreRefused) {

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -192,11 +191,7 @@ TEST(RopeTable, TheTableGivesTheSameBitsAsComputingTheAngles) {
   std::vector<RopeCase> cases(std::begin(kCases), std::end(kCases));
   cases.insert(cases.end(), std::begin(kWideCases), std::end(kWideCases));
   cases.push_back({3, 1, 40, 11, 10000.0f});  // 20 pairs: a group of 16 and a tail of 4
-  const char* saved = std::getenv("OCTET_CPU_ISA");
-  const std::string restore = saved ? saved : "";
-  for (const char* isa : {"baseline", "avx2", "avx512"}) {
-    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
-    setenv("OCTET_CPU_ISA", isa, 1);
+  testing::for_each_cpu_isa([&] {
     for (const RopeCase& rc : cases) {
       for (DType dtype : {DType::f32, DType::bf16}) {
         const auto table = testing::upload(cpu, dtype, {rc.seq_len, rc.head_dim},
@@ -236,12 +231,7 @@ TEST(RopeTable, TheTableGivesTheSameBitsAsComputingTheAngles) {
         }
       }
     }
-  }
-  if (saved) {
-    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
-  } else {
-    unsetenv("OCTET_CPU_ISA");
-  }
+  });
 }
 
 TEST(RopeTable, BadTablesAreRefused) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -100,19 +99,8 @@ TEST_P(SwiGluOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) {
 // caps the level): each level the machine has against the same float64 bounds. Rows of 40: five
 // whole AVX2 vectors, two AVX-512 ones and a tail.
 TEST(SwiGluCpu, EveryInstructionSetLevelMatchesFloat64) {
-  const char* saved = std::getenv("OCTET_CPU_ISA");
-  const std::string restore = saved ? saved : "";
   testing::Rng rng(testing::fresh_seed());
-  for (const char* isa : {"baseline", "avx2", "avx512"}) {
-    SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
-    setenv("OCTET_CPU_ISA", isa, 1);
-    expect_matches_float64(Device::cpu(), rng);
-  }
-  if (saved) {
-    setenv("OCTET_CPU_ISA", restore.c_str(), 1);
-  } else {
-    unsetenv("OCTET_CPU_ISA");
-  }
+  testing::for_each_cpu_isa([&] { expect_matches_float64(Device::cpu(), rng); });
 }
 
 TEST_P(SwiGluOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
