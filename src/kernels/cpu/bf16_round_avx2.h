@@ -2,7 +2,8 @@
 // rounded to bf16 bit for bit as core/convert.h's f32_to_bf16 (round to nearest even, NaN quieted
 // with its sign and payload kept), the AVX2 twin of bf16_round_avx512.h. Internal to kernels/cpu:
 // the AVX2 residual add (elementwise_cpu.cpp) and RoPE rotation (rope_cpu.cpp). Only on x86-64
-// GCC/clang; carries its own target. defines: cpu::avx2::load_bf16, cpu::avx2::round_to_bf16
+// GCC/clang; carries its own target.
+// defines: cpu::avx2::load_bf16, cpu::avx2::round_to_bf16, cpu::avx2::load, cpu::avx2::store
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -31,6 +32,20 @@ namespace octet::kernels::cpu::avx2 {
                                          _mm256_set1_epi32(0x7F800000));
   const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);  // every lane <= 0xFFFF
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+// 8 f32 or bf16 values as f32 lanes, and back (bf16 rounded as f32_to_bf16).
+[[gnu::always_inline]] inline __attribute__((target("avx2"))) __m256 load(const float* x) {
+  return _mm256_loadu_ps(x);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx2"))) __m256 load(const uint16_t* x) {
+  return load_bf16(x);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx2"))) void store(float* y, __m256 v) {
+  _mm256_storeu_ps(y, v);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx2"))) void store(uint16_t* y, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), round_to_bf16(v));
 }
 
 }  // namespace octet::kernels::cpu::avx2

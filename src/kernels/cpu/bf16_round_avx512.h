@@ -4,7 +4,8 @@
 // Internal to kernels/cpu: the stores of the SwiGLU rows (vector_math.h), the block FP8
 // micro-kernel's C (gemm_fp8_block_cpu.cpp), the residual add and the RoPE rotation
 // (bf16_round_avx2.h is the AVX2 twin). Only on x86-64 GCC/clang; carries its own target.
-// defines: cpu::avx512::round_to_bf16, cpu::avx512::load_bf16
+// defines: cpu::avx512::round_to_bf16, cpu::avx512::load_bf16, cpu::avx512::load,
+//          cpu::avx512::store
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -31,6 +32,22 @@ namespace octet::kernels::cpu::avx512 {
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
                                                 _mm512_set1_epi32(0x7F800000));
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+}
+
+// 16 f32 or bf16 values as f32 lanes (plain loads), and back (bf16 rounded as f32_to_bf16; plain
+// stores: masked ones are slow on the AMD Zen 4 measured).
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m512 load(const float* x) {
+  return _mm512_loadu_ps(x);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx512f,avx512bw,avx512vl"))) __m512 load(
+    const uint16_t* x) {
+  return load_bf16(x);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void store(float* y, __m512 v) {
+  _mm512_storeu_ps(y, v);
+}
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void store(uint16_t* y, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), round_to_bf16(v));
 }
 
 }  // namespace octet::kernels::cpu::avx512

@@ -29,45 +29,20 @@ void add_scalar(const A* a, const A* b, A* out, int64_t n) {
 }
 
 #if defined(OCTET_ADD_VECTOR)
-// Whole vectors plain, the tail masked (nothing past n is read or written).
-OCTET_ADD_AVX512 void add_avx512(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 s =
-        _mm512_add_ps(avx512::load_bf16(a + i, 0xFFFF), avx512::load_bf16(b + i, 0xFFFF));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), avx512::round_to_bf16(s));
-  }
-  if (i < n) {
-    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 s = _mm512_add_ps(avx512::load_bf16(a + i, m), avx512::load_bf16(b + i, m));
-    _mm256_mask_storeu_epi16(out + i, m, avx512::round_to_bf16(s));
-  }
-}
-OCTET_ADD_AVX512 void add_avx512(const float* a, const float* b, float* out, int64_t n) {
+// Whole vectors, then the tail in the scalar loop (plain loads and stores: a masked tail store
+// is slow on the AMD Zen 4 measured, and every chunk but a tensor's last is whole vectors).
+template <typename A>
+OCTET_ADD_AVX512 void add_avx512(const A* a, const A* b, A* out, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
-  if (i < n) {
-    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(
-        out + i, m,
-        _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
-  }
-}
-
-// Whole vectors, then the tail in the scalar loop.
-OCTET_ADD_AVX2 void add_avx2(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 s = _mm256_add_ps(avx2::load_bf16(a + i), avx2::load_bf16(b + i));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), avx2::round_to_bf16(s));
-  }
+    avx512::store(out + i, _mm512_add_ps(avx512::load(a + i), avx512::load(b + i)));
   add_scalar(a + i, b + i, out + i, n - i);
 }
-OCTET_ADD_AVX2 void add_avx2(const float* a, const float* b, float* out, int64_t n) {
+template <typename A>
+OCTET_ADD_AVX2 void add_avx2(const A* a, const A* b, A* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    avx2::store(out + i, _mm256_add_ps(avx2::load(a + i), avx2::load(b + i)));
   add_scalar(a + i, b + i, out + i, n - i);
 }
 #endif

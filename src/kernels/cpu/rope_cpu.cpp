@@ -81,23 +81,9 @@ void rotate_row(A* row, const A* cs, int64_t rotated_heads, int64_t head_dim, fl
 }
 
 #if defined(OCTET_ROPE_VECTOR)
-// 16 lanes of f32 or bf16 in f32 lanes, and back (bf16 rounded as f32_to_bf16). Plain loads and
-// stores only: masked ones made the rotation slower than the scalar loop on the AMD Zen 4
-// measured (0.72 against 0.54 ms of the tiny step, head_dim 16).
-OCTET_ROPE_AVX512 inline __m512 load16(const float* x) {
-  return _mm512_loadu_ps(x);
-}
-OCTET_ROPE_AVX512 inline __m512 load16(const uint16_t* x) {
-  return avx512::load_bf16(x);
-}
-OCTET_ROPE_AVX512 inline void store16(float* y, __m512 v) {
-  _mm512_storeu_ps(y, v);
-}
-OCTET_ROPE_AVX512 inline void store16(uint16_t* y, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), avx512::round_to_bf16(v));
-}
-
-// The scalar rotation of one row where the pairs come in whole vectors. 16 pairs or more a
+// The scalar rotation of one row where the pairs come in whole vectors (plain loads and stores:
+// masked ones made the rotation slower than the scalar loop on the AMD Zen 4 measured, 0.72
+// against 0.54 ms of the tiny step at head_dim 16). 16 pairs or more a
 // head (half a multiple of 16): each group's cos and sin once, for every head. head_dim 16: one
 // vector a head, x1 | x2, against its halves swapped, x2 | x1:
 //   out = (x1 | x2) (c | c) + (x2 | x1) (-s | s),
@@ -109,44 +95,30 @@ OCTET_ROPE_AVX512 bool rotate_row_avx512(A* row, const A* cs, int64_t rotated_he
   const int64_t half = head_dim / 2;
   const __m512 sg = _mm512_set1_ps(sign);
   if (head_dim == 16) {
-    const __m512 t = load16(cs);                                           // c0..c7, s0..s7
+    const __m512 t = avx512::load(cs);                                     // c0..c7, s0..s7
     const __m512 c = _mm512_shuffle_f32x4(t, t, 0x44);                     // c | c
     const __m512 s = _mm512_mul_ps(sg, _mm512_shuffle_f32x4(t, t, 0xEE));  // s | s, signed
     // -s | s: the sign bit flipped (0 - s would give +0 for s = +0, not -0).
     const __m512 s_signs = _mm512_mask_xor_ps(s, 0x00FF, s, _mm512_set1_ps(-0.0f));
     for (int64_t h = 0; h < rotated_heads; ++h) {
       A* x = row + h * head_dim;
-      const __m512 v = load16(x);
+      const __m512 v = avx512::load(x);
       const __m512 swapped = _mm512_shuffle_f32x4(v, v, 0x4E);
-      store16(x, _mm512_add_ps(_mm512_mul_ps(v, c), _mm512_mul_ps(swapped, s_signs)));
+      avx512::store(x, _mm512_add_ps(_mm512_mul_ps(v, c), _mm512_mul_ps(swapped, s_signs)));
     }
     return true;
   }
   if (half % 16 != 0) return false;
   for (int64_t j = 0; j < half; j += 16) {
-    const __m512 c = load16(cs + j), s = _mm512_mul_ps(sg, load16(cs + half + j));
+    const __m512 c = avx512::load(cs + j), s = _mm512_mul_ps(sg, avx512::load(cs + half + j));
     for (int64_t h = 0; h < rotated_heads; ++h) {
       A* x = row + h * head_dim + j;
-      const __m512 x1 = load16(x), x2 = load16(x + half);
-      store16(x, _mm512_sub_ps(_mm512_mul_ps(x1, c), _mm512_mul_ps(x2, s)));
-      store16(x + half, _mm512_add_ps(_mm512_mul_ps(x2, c), _mm512_mul_ps(x1, s)));
+      const __m512 x1 = avx512::load(x), x2 = avx512::load(x + half);
+      avx512::store(x, _mm512_sub_ps(_mm512_mul_ps(x1, c), _mm512_mul_ps(x2, s)));
+      avx512::store(x + half, _mm512_add_ps(_mm512_mul_ps(x2, c), _mm512_mul_ps(x1, s)));
     }
   }
   return true;
-}
-
-// 8 lanes of f32 or bf16 as f32, and back (bf16 rounded as f32_to_bf16, in the low 128 bits).
-OCTET_ROPE_AVX2 inline __m256 load8(const float* x) {
-  return _mm256_loadu_ps(x);
-}
-OCTET_ROPE_AVX2 inline __m256 load8(const uint16_t* x) {
-  return avx2::load_bf16(x);
-}
-OCTET_ROPE_AVX2 inline void store8(float* y, __m256 v) {
-  _mm256_storeu_ps(y, v);
-}
-OCTET_ROPE_AVX2 inline void store8(uint16_t* y, __m256 v) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), avx2::round_to_bf16(v));
 }
 
 // Groups of 8 pairs, then the scalar loop for the rest.
@@ -157,12 +129,12 @@ OCTET_ROPE_AVX2 void rotate_row_avx2(A* row, const A* cs, int64_t rotated_heads,
   const __m256 sg = _mm256_set1_ps(sign);
   int64_t j = 0;
   for (; j + 8 <= half; j += 8) {
-    const __m256 c = load8(cs + j), s = _mm256_mul_ps(sg, load8(cs + half + j));
+    const __m256 c = avx2::load(cs + j), s = _mm256_mul_ps(sg, avx2::load(cs + half + j));
     for (int64_t h = 0; h < rotated_heads; ++h) {
       A* x = row + h * head_dim + j;
-      const __m256 x1 = load8(x), x2 = load8(x + half);
-      store8(x, _mm256_sub_ps(_mm256_mul_ps(x1, c), _mm256_mul_ps(x2, s)));
-      store8(x + half, _mm256_add_ps(_mm256_mul_ps(x2, c), _mm256_mul_ps(x1, s)));
+      const __m256 x1 = avx2::load(x), x2 = avx2::load(x + half);
+      avx2::store(x, _mm256_sub_ps(_mm256_mul_ps(x1, c), _mm256_mul_ps(x2, s)));
+      avx2::store(x + half, _mm256_add_ps(_mm256_mul_ps(x2, c), _mm256_mul_ps(x1, s)));
     }
   }
   if (j < half) rotate_row(row, cs, rotated_heads, head_dim, sign, j);
