@@ -1,8 +1,9 @@
 // kernels/cpu/bf16_round_avx2.h: bf16 in AVX2 lanes: 8 values widened to f32 lanes, and 8 floats
 // rounded to bf16 bit for bit as core/convert.h's f32_to_bf16 (round to nearest even, NaN quieted
 // with its sign and payload kept), the AVX2 twin of bf16_round_avx512.h. Internal to kernels/cpu:
-// the AVX2 residual add (elementwise_cpu.cpp) and RoPE rotation (rope_cpu.cpp). Only on x86-64
-// GCC/clang; carries its own target.
+// the AVX2 residual add (elementwise_cpu.cpp), RoPE rotation (rope_cpu.cpp), SwiGLU and loss rows
+// (vector_math.h) and FP8 encoder (fp8_encode_avx2.h). Only on x86-64 GCC/clang; carries its own
+// target.
 // defines: cpu::avx2::load_bf16, cpu::avx2::round_to_bf16, cpu::avx2::load, cpu::avx2::store
 #pragma once
 

@@ -1,9 +1,10 @@
 // kernels/cpu/bf16_round_avx512.h: 16 floats rounded to bf16 in AVX-512 lanes, bit for bit
 // core/convert.h's f32_to_bf16 (round to nearest even, NaN quieted with its sign and payload
 // kept); vcvtneps2bf16 would flush subnormals to zero. And 16 bf16 values widened to f32 lanes.
-// Internal to kernels/cpu: the stores of the SwiGLU rows (vector_math.h), the block FP8
-// micro-kernel's C (gemm_fp8_block_cpu.cpp), the residual add and the RoPE rotation
-// (bf16_round_avx2.h is the AVX2 twin). Only on x86-64 GCC/clang; carries its own target.
+// Internal to kernels/cpu: the loads and stores of the SwiGLU and loss rows (vector_math.h) and
+// of the FP8 encoders (fp8_encode_avx512.h), the block FP8 micro-kernel's C
+// (gemm_fp8_block_cpu.cpp), the residual add and the RoPE rotation (bf16_round_avx2.h is the
+// AVX2 twin). Only on x86-64 GCC/clang; carries its own target.
 // defines: cpu::avx512::round_to_bf16, cpu::avx512::load_bf16, cpu::avx512::load,
 //          cpu::avx512::store
 #pragma once
@@ -15,12 +16,16 @@
 
 namespace octet::kernels::cpu::avx512 {
 
-// 16 bf16 values (the lanes of m; the others 0) as f32 lanes: exact.
+// 16 bf16 values as f32 lanes (exact): a plain load, or the lanes of m (the others 0).
 [[gnu::always_inline]] inline __attribute__((target("avx512f,avx512bw,avx512vl"))) __m512 load_bf16(
-    const uint16_t* x, __mmask16 m = 0xFFFF) {
-  const __m256i h = m == 0xFFFF ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
-                                : _mm256_maskz_loadu_epi16(m, x);
+    const uint16_t* x) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+[[gnu::always_inline]] inline __attribute__((target("avx512f,avx512bw,avx512vl"))) __m512 load_bf16(
+    const uint16_t* x, __mmask16 m) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x)), 16));
 }
 
 [[gnu::always_inline]] inline __attribute__((target("avx512f"))) __m256i round_to_bf16(__m512 v) {

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/convert.h"
+#include "kernels/cpu/bf16_round_avx2.h"
 #include "kernels/cpu/fp8_encode_vec.h"
 #include "kernels/cpu/intrinsics.h"
 
@@ -61,13 +62,6 @@ OCTET_AVX2_INLINE __m128i narrow8(__m256i code) {
   return _mm_unpacklo_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
 }
 
-OCTET_AVX2_INLINE __m256 load8(const float* x) {
-  return _mm256_loadu_ps(x);
-}
-OCTET_AVX2_INLINE __m256 load8(const uint16_t* x) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 OCTET_AVX2_INLINE __m256 scale8(float scale, int64_t) {
   return _mm256_set1_ps(scale);
 }
@@ -108,7 +102,7 @@ OCTET_AVX2_INLINE uint64_t lane_sum(__m256i v) {
 template <class In, bool kE4M3, bool kCount, bool kNan>
 OCTET_AVX2_INLINE void encode_step(const In* x, __m256 s, uint8_t* out, __m256i limit, __m256i& sat,
                                    __m256i& flush) {
-  const __m256 xv = load8(x);
+  const __m256 xv = load(x);  // bf16_round_avx2.h
   const __m256 v = _mm256_mul_ps(xv, s);
   const __m256i code = encode8<kE4M3, kNan>(v, limit);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(out), narrow8(code));

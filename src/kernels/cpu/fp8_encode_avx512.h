@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/convert.h"
+#include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/fp8_encode_vec.h"
 #include "kernels/cpu/intrinsics.h"
 
@@ -61,13 +62,11 @@ OCTET_AVX512_INLINE __m512i encode16(__m512 v, __m512i limit) {
 // plain loads (masked loads and stores cost more, much so on the AMD Zen 5 this was measured on).
 template <bool kFull>
 OCTET_AVX512_INLINE __m512 load16(const float* x, __mmask16 k) {
-  return kFull ? _mm512_loadu_ps(x) : _mm512_maskz_loadu_ps(k, x);
+  return kFull ? load(x) : _mm512_maskz_loadu_ps(k, x);
 }
 template <bool kFull>
 OCTET_AVX512_INLINE __m512 load16(const uint16_t* x, __mmask16 k) {
-  const __m256i h = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))
-                          : _mm256_maskz_loadu_epi16(k, x);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return kFull ? load(x) : load_bf16(x, k);
 }
 template <bool kFull>
 OCTET_AVX512_INLINE __m512 scale16(float scale, int64_t, __mmask16) {

@@ -79,11 +79,7 @@ OCTET_AVX512_BF16 inline void store_tile(const __m512 (&acc)[kMr][2], int64_t ro
         _mm512_mask_storeu_ps(out, mask, v);
       } else {
         uint16_t* out = static_cast<uint16_t*>(c) + r * ldc + j0;
-        if (beta != 0.0f) {
-          const __m512i old =
-              _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, out)), 16);
-          v = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(old), v);
-        }
+        if (beta != 0.0f) v = _mm512_fmadd_ps(vb, avx512::load_bf16(out, mask), v);
         _mm256_mask_storeu_epi16(out, mask, avx512::round_to_bf16(v));
       }
     }

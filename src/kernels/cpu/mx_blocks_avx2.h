@@ -47,7 +47,7 @@ OCTET_AVX2_INLINE __m256i block_max8(const __m256i* m) {
 // |x| bits of 8 inputs.
 template <class In>
 OCTET_AVX2_INLINE __m256i mag8(const In* x) {
-  return _mm256_and_si256(_mm256_castps_si256(load8(x)), _mm256_set1_epi32(0x7FFFFFFF));
+  return _mm256_and_si256(_mm256_castps_si256(load(x)), _mm256_set1_epi32(0x7FFFFFFF));
 }
 
 // The encode half of mx_group8: vector i times its block's multiplier (lane i / 4 of mult);

@@ -43,19 +43,14 @@ OCTET_AVX512 inline __m512 load16(const float* x, int64_t n, float fill = 0.0f) 
 }
 OCTET_AVX512 inline __m512 load16(const uint16_t* x, int64_t n, float fill = 0.0f) {
   const __mmask16 m = first_lanes(n);
-  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x)), 16);
-  return _mm512_mask_blend_ps(m, _mm512_set1_ps(fill), _mm512_castsi512_ps(bits));
+  return _mm512_mask_blend_ps(m, _mm512_set1_ps(fill), avx512::load_bf16(x, m));
 }
 
 // The first min(n, 16) lanes of v to y, each rounded once to y's type (from_f32's rounding).
 template <typename A>
 OCTET_AVX512 inline void store16(A* y, __m512 v, int64_t n) {
   if (n >= 16) {  // whole vectors round in lanes (lane by lane: 7-17% of SwiGLU's time)
-    if constexpr (sizeof(A) == 4) {
-      _mm512_storeu_ps(reinterpret_cast<float*>(y), v);
-    } else {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), avx512::round_to_bf16(v));
-    }
+    avx512::store(y, v);
     return;
   }
   alignas(64) float lanes[16];
@@ -87,8 +82,7 @@ OCTET_AVX2 inline __m256 load8(const uint16_t* x, int64_t n, float fill = 0.0f) 
     for (int64_t i = 0; i < n; ++i) tail[i] = x[i];
     src = tail;
   }
-  const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-  const __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+  const __m256 v = avx2::load_bf16(src);
   if (n >= 8) return v;
   return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(lanes8(n)));
 }
@@ -109,11 +103,7 @@ OCTET_AVX2 inline float reduce_add8(__m256 v) {
 template <typename A>
 OCTET_AVX2 inline void store8(A* y, __m256 v, int64_t n) {
   if (n >= 8) {  // whole vectors round in lanes, as store16 does
-    if constexpr (sizeof(A) == 4) {
-      _mm256_storeu_ps(reinterpret_cast<float*>(y), v);
-    } else {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y), avx2::round_to_bf16(v));
-    }
+    avx2::store(y, v);
     return;
   }
   alignas(32) float lanes[8];
