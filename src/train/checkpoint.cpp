@@ -39,6 +39,10 @@ void fsync_directory(const std::string& dir) {
 
 }  // namespace
 
+std::string checkpoint_dir(const std::string& dir, int64_t step) {
+  return dir + "/" + step_name(step);
+}
+
 std::string checkpoint_temp_dir(const std::string& dir, int64_t step, int64_t pid) {
   return dir + "/" + step_name(step) + ".tmp-" + std::to_string(pid);
 }

@@ -51,6 +51,9 @@ TrainerState read_trainer_state(const std::string& step_dir);
 std::string save_checkpoint(const std::string& dir, const model::Llama& model, const Tensor& m,
                             const Tensor& v, const TrainerState& state);
 
+// The step directory save_checkpoint(dir, ...) of `step` makes: <dir>/step_NNNNNNNN.
+std::string checkpoint_dir(const std::string& dir, int64_t step);
+
 // Where save_checkpoint(dir, ...) of `step` in process `pid` writes before the rename:
 // <dir>/step_NNNNNNNN.tmp-PID (a stale one is removed at the next start).
 std::string checkpoint_temp_dir(const std::string& dir, int64_t step, int64_t pid);

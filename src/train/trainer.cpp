@@ -361,14 +361,19 @@ std::string Trainer::save() {
     step_dir = latest_checkpoint(config_.out_dir);
   }
   // Only now that the new checkpoint and `latest` are complete may older ones go; the one a
-  // guard rollback would reload stays whatever its age.
-  std::vector<std::string> keep;
-  if (guard_) {
-    if (const auto passed = last_passed_checkpoint(config_.out_dir, step_)) {
-      keep.push_back(std::filesystem::path(passed->dir).filename().string());
+  // guard rollback would reload stays whatever its age. Rank 0 alone reads the folder here:
+  // another rank listing it while rank 0 deletes could read a checkpoint half gone (and
+  // throw, leaving rank 0 in the next collective). The others read it again only after a
+  // collective with rank 0, when the deleting is over.
+  if (comm_->rank() == 0) {
+    std::vector<std::string> keep;
+    if (guard_) {
+      if (const auto passed = last_passed_checkpoint(config_.out_dir, step_)) {
+        keep.push_back(std::filesystem::path(passed->dir).filename().string());
+      }
     }
+    prune_checkpoints(config_.out_dir, config_.retention, keep);
   }
-  if (comm_->rank() == 0) prune_checkpoints(config_.out_dir, config_.retention, keep);
   return step_dir;
 }
 

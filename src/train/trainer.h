@@ -79,6 +79,8 @@ class Trainer {
   // train/trainer_guard.cpp: one guard check at the current step, recorded in r, and the
   // action it calls for.
   void guard_check(StepRecord& r);
+  // The last checkpoint whose guard check passed (up to this step), the same on every rank.
+  std::optional<PassedCheckpoint> rollback_checkpoint();
   // Continues under bf16: from the current weights and moments, or from a checkpoint.
   void switch_to_bf16(const std::string& checkpoint_dir);
   // The same on every rank of a data-parallel run, together (trainer_guard_ranks.cpp).

@@ -38,7 +38,7 @@ void Trainer::guard_check(StepRecord& r) {
   const double bf16_loss = evaluate(*shadow_);
   GuardRecord g = guard_->judge(fp8_loss, bf16_loss);
   if (g.action == "rollback") {
-    const std::optional<PassedCheckpoint> cp = last_passed_checkpoint(config_.out_dir, step_);
+    const std::optional<PassedCheckpoint> cp = rollback_checkpoint();
     if (cp) {
       switch_to_bf16(cp->dir);
       g.rollback_step = cp->step;
@@ -59,6 +59,20 @@ void Trainer::guard_check(StepRecord& r) {
   }
   r.guard = g;
   guard_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::optional<PassedCheckpoint> Trainer::rollback_checkpoint() {
+  if (!dp_) return last_passed_checkpoint(config_.out_dir, step_);
+  // Rank 0 reads the folder and tells the others, so that every rank returns to the same
+  // step however its view of the folder lags (a network file system's cache) and whatever
+  // it would have read of a checkpoint being deleted.
+  int64_t step = -1;
+  if (comm_->rank() == 0) {
+    if (const auto cp = last_passed_checkpoint(config_.out_dir, step_)) step = cp->step;
+  }
+  comm_->broadcast(Tensor(&step, DType::u8, {sizeof step}), 0);
+  if (step < 0) return std::nullopt;
+  return PassedCheckpoint{step, checkpoint_dir(config_.out_dir, step)};
 }
 
 void Trainer::switch_to_bf16(const std::string& checkpoint_dir) {
