@@ -44,7 +44,7 @@ std::string checkpoint_dir(const std::string& dir, int64_t step) {
 }
 
 std::string checkpoint_temp_dir(const std::string& dir, int64_t step, int64_t pid) {
-  return dir + "/" + step_name(step) + ".tmp-" + std::to_string(pid);
+  return checkpoint_dir(dir, step) + ".tmp-" + std::to_string(pid);
 }
 
 std::string save_checkpoint(const std::string& dir, const model::Llama& model, const Tensor& m,
@@ -53,7 +53,7 @@ std::string save_checkpoint(const std::string& dir, const model::Llama& model, c
   fs::create_directories(dir, ec);
   OCTET_CHECK(!ec, "checkpoint", dir, ": cannot create the directory: ", ec.message());
   const std::string name = step_name(state.step);
-  const std::string final_dir = dir + "/" + name;
+  const std::string final_dir = checkpoint_dir(dir, state.step);
   const std::string temp_dir = checkpoint_temp_dir(dir, state.step, ::getpid());
   // The ranks of a data-parallel run may have written their optimizer shards there already.
   if (state.shard_staging != temp_dir) fs::remove_all(temp_dir, ec);
