@@ -1,13 +1,14 @@
 // tests/gemm_testing.h: what the GEMM tests (tests/kernels/test_gemm.cpp,
 // tests/fp8/test_scaled_gemm.cpp) share: a reference C with its error bound, the check of
 // a device's C against the CPU's, and the restoring of the CPU GEMM engine.
-// defines: Expected, expect_close_to_cpu, EngineGuard, cpu_engines
+// defines: Expected, Dims, expect_within_bound, expect_close_to_cpu, EngineGuard, cpu_engines
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,26 @@ namespace octet::testing {
 struct Expected {
   std::vector<double> value, bound;
 };
+
+// A GEMM's shape: C is m x n, the sum runs over k.
+struct Dims {
+  int64_t m, n, k;
+};
+
+// Asserts |C - exact| <= bound everywhere; reports the worst element.
+inline void expect_within_bound(const std::vector<double>& got, const Expected& e,
+                                const std::string& what) {
+  ASSERT_EQ(got.size(), e.value.size()) << what;
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::abs(got[i] - e.value[i]);
+    const double ratio = std::isnan(err) ? INFINITY : err / std::max(e.bound[i], 1e-300);
+    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << ": element " << worst << " is " << got[worst] << ", exact "
+                              << e.value[worst] << ", bound " << e.bound[worst];
+}
 
 // A device's C against the CPU's: each lies within its bound of the exact result, so
 // they differ by at most the sum of the two bounds.

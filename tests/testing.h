@@ -1,19 +1,22 @@
 // tests/testing.h: what the tests share: the devices every kernel test runs on,
 // seeded random inputs, and float64 reference helpers.
-// defines: all_devices, device_param_name, OCTET_SKIP_WITHOUT, fresh_seed, Rng, kU, kUBf16,
-//          gamma, error_of, for_each_cpu_isa
+// defines: all_devices, device_param_name, OCTET_SKIP_WITHOUT, fresh_seed, Rng, kAllDTypes,
+//          kNaN, kInf, count, kU, kUBf16, gamma, error_of, for_each_cpu_isa
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 #include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace octet::testing {
@@ -56,6 +59,21 @@ void for_each_cpu_isa(F&& fn) {
   } else {
     unsetenv("OCTET_CPU_ISA");
   }
+}
+
+// Every element type, in DType's order.
+inline constexpr DType kAllDTypes[] = {DType::f32,  DType::bf16, DType::f16, DType::e4m3,
+                                       DType::e5m2, DType::e8m0, DType::i32, DType::u8};
+static_assert(std::size(kAllDTypes) == kNumDTypes, "a DType is missing from kAllDTypes");
+
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// How many times `what` occurs in `text`, overlapping occurrences included.
+inline size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 inline constexpr double kU = 0x1p-24;     // unit roundoff of fp32 (half an ulp, relative)

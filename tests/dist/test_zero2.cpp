@@ -19,6 +19,7 @@
 namespace octet::dist {
 namespace {
 
+using testing::kFp32LossTolerance;
 using testing::max_rel;
 using testing::run_trainer;
 using testing::tiny_run;
@@ -60,11 +61,6 @@ TEST(Comm, StartedReduceScattersEqualTheBlockingOne) {
       EXPECT_NEAR(got[i], want[i], 2 * (n - 1) * 0x1p-24 * n * 2 * std::abs(want[i]) + 1e-30);
   }
 }
-
-// The bound of tests/dist/test_data_parallel.cpp: reordering the sum of each weight
-// gradient over 256 tokens (one GEMM on one process, two halves added on two ranks) moves
-// it by < 2^-16 of the sum of magnitudes; over 6 AdamW steps the losses stay within 1e-5.
-constexpr double kFp32LossTolerance = 1e-5;
 
 // Per step and micro-batch at the default 25 MiB: the LM head, both layers' matrices, the
 // embedding, the norm weights.

@@ -24,8 +24,8 @@ using fp8::AmaxCompute;
 using fp8::DelayedScaling;
 using fp8::DelayedScalingState;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using testing::kInf;
+using testing::kNaN;
 
 // Equal values, or both NaN (the history keeps a NaN amax as it was written).
 bool same(float a, float b) {

@@ -34,8 +34,10 @@ using fp8::Role;
 using kernels::GemmOptions;
 using kernels::ScaleGrid;
 using kernels::cpu::GemmImpl;
+using testing::Dims;
 using testing::EngineGuard;
 using testing::expect_close_to_cpu;
+using testing::expect_within_bound;
 using testing::Expected;
 using testing::gamma;
 using testing::kU;
@@ -239,21 +241,6 @@ Expected reference(const ScaledGemm& g, double u_acc = kU, bool whole_k = false)
   return e;
 }
 
-// Asserts |C - exact| <= bound everywhere; reports the worst element.
-void expect_within_bound(const std::vector<double>& got, const Expected& e,
-                         const std::string& what) {
-  ASSERT_EQ(got.size(), e.value.size()) << what;
-  size_t worst = 0;
-  double worst_ratio = -1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(got[i] - e.value[i]);
-    const double ratio = std::isnan(err) ? INFINITY : err / std::max(e.bound[i], 1e-300);
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-  }
-  EXPECT_LE(worst_ratio, 1.0) << what << ": element " << worst << " is " << got[worst] << ", exact "
-                              << e.value[worst] << ", bound " << e.bound[worst];
-}
-
 Tensor upload(Device device, Buffer& buf, DType dtype, Shape shape, const void* host,
               size_t bytes) {
   buf = Buffer(device, std::max<size_t>(bytes, 1));
@@ -331,9 +318,6 @@ void for_each_engine(Device device,
   }
 }
 
-struct Dims {
-  int64_t m, n, k;
-};
 // K a multiple of 16 but not of 128 (nor of 32 for 144 and 272: ragged last tiles, blocks and
 // MX blocks), M above and N below one 128-row block, a single element, and an aligned square
 // whose B spans two 128-row blocks. On CUDA the first three take the emulation for block
@@ -787,7 +771,7 @@ void expect_gemm_error(const std::function<void()>& fn, const std::string& prefi
 }
 
 // Zeroed FP8 operands A [m, k], B [n, k], C f32 [m, n] and scales for any grid.
-struct Scratch {
+struct HostTensors {
   std::vector<Buffer> buffers;
   Tensor make(DType dtype, Shape shape) {
     buffers.emplace_back(Device::cpu(), std::max<size_t>(shape.numel() * dtype_size(dtype), 1));
@@ -801,7 +785,7 @@ struct Scratch {
 
 TEST(ScaledGemmArguments, GridsThatSplitKDifferentlyAreRefused) {
   const int64_t m = 4, n = 5, k = 288;
-  Scratch s;
+  HostTensors s;
   const Tensor a = s.make(DType::e4m3, {m, k}), b = s.make(DType::e4m3, {n, k});
   const Tensor c = s.make(DType::f32, {m, n});
   // (A, B): 128 vs 32 columns, 32 vs 128, 128 vs 64, and 128-column tiles against a grid
@@ -824,7 +808,7 @@ TEST(ScaledGemmArguments, GridsThatSplitKDifferentlyAreRefused) {
 
 TEST(ScaledGemmArguments, AScaleTensorOfTheWrongShapeOrDtypeIsRefused) {
   const int64_t m = 130, n = 67, k = 272;
-  Scratch s;
+  HostTensors s;
   const Tensor a = s.make(DType::e4m3, {m, k}), b = s.make(DType::e5m2, {n, k});
   const Tensor c = s.make(DType::bf16, {m, n});
   struct Bad {
@@ -862,7 +846,7 @@ TEST(ScaledGemmArguments, AScaleTensorOfTheWrongShapeOrDtypeIsRefused) {
 }
 
 TEST(ScaledGemmArguments, E5M2TimesE5M2IsRefusedUnderEveryGrid) {
-  Scratch s;
+  HostTensors s;
   const int64_t m = 3, n = 2, k = 64;
   const Tensor a = s.make(DType::e5m2, {m, k}), b = s.make(DType::e5m2, {n, k});
   const Tensor c = s.make(DType::f32, {m, n});
@@ -888,7 +872,7 @@ TEST(ScaledGemmArguments, Fp8GemmRefusesATransposedCopyThatWasNotMade) {
   const fp8::Recipe recipe = fp8::Recipe::parse("row");
   fp8::QuantizedTensor x(Device::cpu(), 16, 32, recipe, Role::activation, false);
   fp8::QuantizedTensor w(Device::cpu(), 32, 32, recipe, Role::weight, false);
-  Scratch s;
+  HostTensors s;
   const Tensor c = s.make(DType::f32, {32, 32});
   expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(x), fp8::as_stored(w), c); }, "[fp8 gemm] ",
                     "operand A has no transposed copy");
@@ -920,7 +904,7 @@ TEST(ScaledGemmArguments, WidenedOperandsAreMultipliedOnlyWithWidenedOnes) {
                            Tensor(), Tensor(), widened);
   EXPECT_FALSE(row.widened());
   EXPECT_FALSE(row.data_t.empty());
-  Scratch s;
+  HostTensors s;
   const Tensor c = s.make(DType::f32, {32, 32});
   expect_gemm_error([&] { fp8::gemm(fp8::as_transposed(dy), fp8::as_transposed(w), c); },
                     "[fp8 gemm] ", "operand A holds its transposed copy widened");
@@ -945,7 +929,7 @@ TEST(ScaledGemmArguments, QuantizeIntoAWidenedTensorWritesDatasValues) {
                            fp8::TransposedCopy::widened_on_cpu);
     q.use_scaling_state(state);
     state.allocate();
-    Scratch s;
+    HostTensors s;
     const Tensor x = s.make(DType::bf16, {48, 80});
     std::normal_distribution<double> normal(0.0, 3.0);
     for (int64_t i = 0; i < x.numel(); ++i)

@@ -24,8 +24,8 @@ namespace {
 using fp8::Fp8Stats;
 using fp8::TensorStats;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using testing::kInf;
+using testing::kNaN;
 
 TensorStats stats(float amax, float min_scale, float max_scale, int64_t numel, int64_t saturated,
                   int64_t flushed) {

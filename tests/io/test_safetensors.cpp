@@ -43,9 +43,6 @@ class SafetensorsTest : public ::testing::Test {
 
 using testing::error_of;
 
-constexpr DType kAllDTypes[] = {DType::f32,  DType::bf16, DType::f16, DType::e4m3,
-                                DType::e5m2, DType::e8m0, DType::i32, DType::u8};
-
 std::vector<std::byte> bytes_of(const Tensor& t) {
   const auto* p = static_cast<const std::byte*>(t.data);
   return std::vector<std::byte>(p, p + t.nbytes());
@@ -53,7 +50,7 @@ std::vector<std::byte> bytes_of(const Tensor& t) {
 
 TEST(SafetensorsDType, NamesMapBothWaysForEveryDType) {
   std::set<std::string> names;
-  for (DType d : kAllDTypes) {
+  for (DType d : testing::kAllDTypes) {
     const std::string name = safetensors_dtype_name(d);
     EXPECT_TRUE(names.insert(name).second) << name;
     EXPECT_EQ(dtype_from_safetensors_name(name), d) << name;
@@ -70,7 +67,7 @@ TEST_F(SafetensorsTest, RoundTripsEveryDTypeAndOddShape) {
   testing::Rng rng(testing::fresh_seed());
   std::vector<Buffer> buffers;
   std::vector<NamedTensor> tensors;
-  for (DType d : kAllDTypes) {
+  for (DType d : testing::kAllDTypes) {
     for (size_t s = 0; s < shapes.size(); ++s) {
       buffers.push_back(Buffer::for_tensor(Device::cpu(), d, shapes[s]));
       const Tensor t = buffers.back().tensor(d, shapes[s]);

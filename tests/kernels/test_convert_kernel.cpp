@@ -20,8 +20,6 @@
 namespace octet {
 namespace {
 
-constexpr DType kAllDTypes[] = {DType::f32,  DType::bf16, DType::f16, DType::e4m3,
-                                DType::e5m2, DType::e8m0, DType::i32, DType::u8};
 constexpr int64_t kLengths[] = {0, 1, 7, 63, 1000003};
 
 // Random inputs that exercise every path: raw bit patterns (NaNs, infinities,
@@ -116,8 +114,8 @@ struct Pair {
 };
 std::vector<Pair> supported_pairs() {
   std::vector<Pair> pairs;
-  for (DType from : kAllDTypes) {
-    for (DType to : kAllDTypes) {
+  for (DType from : testing::kAllDTypes) {
+    for (DType to : testing::kAllDTypes) {
       if (kernels::convert_supported(from, to)) pairs.push_back({from, to});
     }
   }

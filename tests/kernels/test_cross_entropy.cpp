@@ -18,14 +18,8 @@ using testing::exact;
 
 constexpr int64_t kRows = 2 * 7;
 
-// exp's error: glibc's expf is within 1 ulp (2u relative), CUDA's expf within 2 ulp
-// (4u; CUDA C++ Programming Guide, "Mathematical Functions", without fast math). Both
-// logf are within 1 ulp, as testing::log assumes.
-Approx expf_on(Device device, Approx a) {
-  const double v = std::exp(a.v);
-  return testing::rounded(v, v * std::expm1(a.e),
-                          device.is_cuda() ? 4 * testing::kU : 2 * testing::kU);
-}
+// Both devices' logf are within 1 ulp, as testing::log assumes.
+using testing::expf_on;
 
 // The bound on the rounding of the sum of exp(x_j - m) over a row of `vocab` logits,
 // relative to the sum of the terms' magnitudes: gamma_K, K the most roundings on any

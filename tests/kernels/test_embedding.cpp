@@ -15,7 +15,7 @@ namespace {
 
 using testing::Approx;
 
-constexpr int64_t kBatch = 2, kSeq = 9, kTokens = kBatch * kSeq;
+constexpr int64_t kIdBatch = 2, kSeq = 9, kTokens = kIdBatch * kSeq;
 
 std::vector<int32_t> random_ids(int64_t n, int64_t vocab, testing::Rng& rng) {
   std::vector<int32_t> ids(n);
@@ -38,7 +38,7 @@ TEST_P(EmbeddingOnDevice, ForwardCopiesRowsRoundedOnceToTheOutputDType) {
       const auto t = testing::upload(device, table_dtype, {vocab, dim}, table);
       const std::vector<int32_t> ids = random_ids(kTokens, vocab, rng);
       const auto i = testing::upload_ids(device, ids);
-      const auto out = testing::upload(device, out_dtype, {kBatch, kSeq, dim},
+      const auto out = testing::upload(device, out_dtype, {kIdBatch, kSeq, dim},
                                        std::vector<double>(kTokens * dim, -99.0));
       kernels::embedding_forward(i.tensor, t.tensor, out.tensor);
       // Tolerance: a copy is exact; an f32 -> bf16 output rounds once (2^-8 relative).

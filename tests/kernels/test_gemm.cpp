@@ -23,8 +23,10 @@ namespace {
 
 using kernels::GemmOptions;
 using kernels::cpu::GemmImpl;
+using testing::Dims;
 using testing::EngineGuard;
 using testing::expect_close_to_cpu;
+using testing::expect_within_bound;
 using testing::Expected;
 
 using testing::gamma;
@@ -192,20 +194,6 @@ std::vector<double> run_gemm(Device device, const Problem& p, size_t workspace_o
   return out.values;
 }
 
-// Asserts |C - exact| <= bound everywhere; reports the worst element.
-void expect_within_bound(const std::vector<double>& got, const Expected& e,
-                         const std::string& what) {
-  size_t worst = 0;
-  double worst_ratio = -1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(got[i] - e.value[i]);
-    const double ratio = std::isnan(err) ? INFINITY : err / std::max(e.bound[i], 1e-300);
-    if (ratio > worst_ratio) worst_ratio = ratio, worst = i;
-  }
-  EXPECT_LE(worst_ratio, 1.0) << what << ": element " << worst << " is " << got[worst] << ", exact "
-                              << e.value[worst] << ", bound " << e.bound[worst];
-}
-
 std::string describe(const Problem& p, const char* engine) {
   return std::string(dtype_name(p.a.dtype)) + "x" + dtype_name(p.b.dtype) + "->" +
          dtype_name(p.c0.dtype) + " m=" + std::to_string(p.c0.rows) +
@@ -242,10 +230,6 @@ void check_on_all_engines(Device device, const Problem& p, size_t workspace_offs
 }
 
 class GemmOnDevice : public ::testing::TestWithParam<Device> {};
-
-struct Dims {
-  int64_t m, n, k;
-};
 
 TEST_P(GemmOnDevice, F32AndBf16MatchFloat64WithinGammaK) {
   const Device device = GetParam();
@@ -347,7 +331,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, GemmOnDevice, ::testing::ValuesIn(testing::all
 // ---- argument errors (device independent: validation runs before dispatch) ----
 
 // Storage for the error tests; the values are never read.
-struct Scratch {
+struct HostBytes {
   std::vector<uint8_t> bytes = std::vector<uint8_t>(1 << 16);
   Tensor make(DType dtype, Shape shape) { return Tensor(bytes.data(), dtype, shape); }
 };
@@ -366,7 +350,7 @@ void expect_gemm_error(Fn fn, const std::string& needle) {
 }
 
 TEST(GemmErrors, ShapesDTypesAndLayoutsAreCheckedWithActionableMessages) {
-  Scratch a_mem, b_mem, c_mem;
+  HostBytes a_mem, b_mem, c_mem;
   auto gemm = [&](DType da, Shape sa, DType db, Shape sb, DType dc, Shape sc, GemmOptions o = {}) {
     return [=, &a_mem, &b_mem, &c_mem] {
       kernels::gemm(a_mem.make(da, sa), b_mem.make(db, sb), c_mem.make(dc, sc), o);
@@ -401,7 +385,7 @@ TEST(GemmErrors, ShapesDTypesAndLayoutsAreCheckedWithActionableMessages) {
                     "FP8 on the CPU needs a workspace of " + std::to_string(needed) +
                         " bytes (got 0) on the " + kernels::cpu_gemm_engine() +
                         " engine; size it with gemm_workspace_bytes after choosing the engine");
-  Scratch w;
+  HostBytes w;
   GemmOptions small;
   small.workspace = w.make(DType::u8, {static_cast<int64_t>(needed - 1)});
   expect_gemm_error([&] { kernels::gemm(a, b, c, small); },
@@ -415,7 +399,7 @@ TEST(GemmErrors, ShapesDTypesAndLayoutsAreCheckedWithActionableMessages) {
 // 64-byte alignment slack.
 TEST(GemmWorkspace, TheCpuEnginesNeedTheirCopiesAndNothingElse) {
   EngineGuard guard;
-  Scratch m;
+  HostBytes m;
   const Tensor a = m.make(DType::bf16, {3, 7}), b = m.make(DType::bf16, {5, 7});
   const Tensor a32 = m.make(DType::f32, {3, 7}), b32 = m.make(DType::f32, {5, 7});
   const Tensor a8 = m.make(DType::e4m3, {300, 64}), b8 = m.make(DType::e5m2, {20, 64});
@@ -443,7 +427,7 @@ TEST(GemmWorkspace, ABf16GemmOnOnednnF32WithoutItsWorkspaceIsRefused) {
   if (!kernels::cpu::onednn_available()) GTEST_SKIP() << "this build has no oneDNN";
   EngineGuard guard;
   kernels::cpu::set_gemm_impl(GemmImpl::onednn_f32);
-  Scratch m;
+  HostBytes m;
   const Tensor a = m.make(DType::bf16, {3, 7}), b = m.make(DType::bf16, {5, 7});
   const Tensor c = m.make(DType::bf16, {3, 5});
   const size_t needed = kernels::gemm_workspace_bytes(a, b, c, {});

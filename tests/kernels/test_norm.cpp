@@ -15,7 +15,7 @@ namespace {
 using testing::Approx;
 using testing::exact;
 
-constexpr int64_t kRows = 2 * 7, kDim = 40;
+constexpr int64_t kNormRows = 2 * 7, kDim = 40;
 constexpr float kEps = 1e-5f;
 
 // The forward and backward formulas in float64, step by step as the kernel evaluates
@@ -30,7 +30,7 @@ struct NormReference {
 // kernel's tree of warp sums and its per-block dweight partials alike.
 NormReference reference(const std::vector<double>& x, const std::vector<double>& w,
                         const std::vector<double>& dy, const std::vector<double>& dweight0,
-                        DType dtype, int64_t rows = kRows, int64_t dim = kDim) {
+                        DType dtype, int64_t rows = kNormRows, int64_t dim = kDim) {
   NormReference ref;
   std::vector<std::vector<Approx>> dw_terms(dim);
   for (int64_t j = 0; j < dim; ++j) dw_terms[j] = {exact(dweight0[j])};
@@ -59,7 +59,7 @@ NormReference reference(const std::vector<double>& x, const std::vector<double>&
 }
 
 // Rows of different scales (2^-3 .. 2^3): RMSNorm must not care.
-std::vector<double> random_rows(testing::Rng& rng, int64_t rows = kRows, int64_t dim = kDim) {
+std::vector<double> random_rows(testing::Rng& rng, int64_t rows = kNormRows, int64_t dim = kDim) {
   std::vector<double> x = testing::uniform(rows * dim, -2, 2, rng);
   for (int64_t t = 0; t < rows; ++t) {
     const double scale = std::exp2(testing::uniform(1, -3, 3, rng)[0]);
@@ -78,17 +78,18 @@ TEST_P(RmsNormOnDevice, ForwardAndBackwardMatchFloat64WithinRunningErrorBounds) 
     for (DType wdtype : {DType::f32, DType::bf16}) {
       const std::string what = std::string(dtype_name(dtype)) + " weight " + dtype_name(wdtype);
       std::vector<double> x = random_rows(rng), w = testing::uniform(kDim, -1.5, 1.5, rng);
-      std::vector<double> dy = testing::uniform(kRows * kDim, -1, 1, rng);
+      std::vector<double> dy = testing::uniform(kNormRows * kDim, -1, 1, rng);
       std::vector<double> dweight0 = testing::uniform(kDim, -1, 1, rng);
-      const auto xt = testing::upload(device, dtype, {kRows, kDim}, x);
+      const auto xt = testing::upload(device, dtype, {kNormRows, kDim}, x);
       const auto wt = testing::upload(device, wdtype, {kDim}, w);
-      const auto dyt = testing::upload(device, dtype, {kRows, kDim}, dy);
+      const auto dyt = testing::upload(device, dtype, {kNormRows, kDim}, dy);
       const auto dwt = testing::upload(device, DType::f32, {kDim}, dweight0);
       const auto yt =
-          testing::upload(device, dtype, {kRows, kDim}, std::vector<double>(kRows * kDim));
-      const auto rstd = testing::upload(device, DType::f32, {kRows}, std::vector<double>(kRows));
+          testing::upload(device, dtype, {kNormRows, kDim}, std::vector<double>(kNormRows * kDim));
+      const auto rstd =
+          testing::upload(device, DType::f32, {kNormRows}, std::vector<double>(kNormRows));
       const auto dxt =
-          testing::upload(device, dtype, {kRows, kDim}, std::vector<double>(kRows * kDim));
+          testing::upload(device, dtype, {kNormRows, kDim}, std::vector<double>(kNormRows * kDim));
       const NormReference ref = reference(x, w, dy, dweight0, dtype);
 
       kernels::rmsnorm_forward(xt.tensor, wt.tensor, yt.tensor, rstd.tensor, kEps);
@@ -199,17 +200,18 @@ TEST_P(RmsNormOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  std::vector<double> x = testing::uniform(kRows * kDim, -1, 1, rng);
+  std::vector<double> x = testing::uniform(kNormRows * kDim, -1, 1, rng);
   std::vector<double> w = testing::uniform(kDim, -1.5, 1.5, rng);
-  std::vector<double> r = testing::uniform(kRows * kDim, -1, 1, rng);
-  const auto xt = testing::upload(device, DType::f32, {kRows, kDim}, x);
+  std::vector<double> r = testing::uniform(kNormRows * kDim, -1, 1, rng);
+  const auto xt = testing::upload(device, DType::f32, {kNormRows, kDim}, x);
   const auto wt = testing::upload(device, DType::f32, {kDim}, w);
-  const auto rt = testing::upload(device, DType::f32, {kRows, kDim}, r);
+  const auto rt = testing::upload(device, DType::f32, {kNormRows, kDim}, r);
   const auto yt =
-      testing::upload(device, DType::f32, {kRows, kDim}, std::vector<double>(kRows * kDim));
-  const auto rstd = testing::upload(device, DType::f32, {kRows}, std::vector<double>(kRows));
+      testing::upload(device, DType::f32, {kNormRows, kDim}, std::vector<double>(kNormRows * kDim));
+  const auto rstd =
+      testing::upload(device, DType::f32, {kNormRows}, std::vector<double>(kNormRows));
   const auto dxt =
-      testing::upload(device, DType::f32, {kRows, kDim}, std::vector<double>(kRows * kDim));
+      testing::upload(device, DType::f32, {kNormRows, kDim}, std::vector<double>(kNormRows * kDim));
   const auto dwt = testing::upload(device, DType::f32, {kDim}, std::vector<double>(kDim));
   const NormReference ref = reference(x, w, r, std::vector<double>(kDim), DType::f32);
   kernels::rmsnorm_forward(xt.tensor, wt.tensor, yt.tensor, rstd.tensor, kEps);
@@ -222,7 +224,7 @@ TEST_P(RmsNormOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   // L = sum r y; h = 2^-6 of the inputs' scale (|x| < 1): truncation and rounding terms
   // as derived in expect_gradient_matches_finite_differences.
   auto y_of_x = [&](const std::vector<double>& xs) {
-    const auto in = testing::upload(device, DType::f32, {kRows, kDim}, xs);
+    const auto in = testing::upload(device, DType::f32, {kNormRows, kDim}, xs);
     kernels::rmsnorm_forward(in.tensor, wt.tensor, yt.tensor, rstd.tensor, kEps);
     return testing::download(yt.tensor);
   };

@@ -323,9 +323,9 @@ void expect_same(const std::vector<uint8_t>& got, const std::vector<uint8_t>& wa
 // MX path's groups of 16 blocks (512 values) and 8 blocks: 512 + 256 + 32, 2 x 512 + 76,
 // 3 x 512; MX's transposed copy in tasks of 512 rows x 32 columns: 2 x 512 + 76 rows (a
 // short block) by 2 x 32 + 6 columns.
-constexpr int64_t kShapes[][2] = {{1, 1},   {3, 33},    {33, 100}, {64, 64},
-                                  {97, 1},  {130, 257}, {200, 96}, {300, 420},
-                                  {3, 800}, {5, 1100},  {2, 1536}, {1100, 70}};
+constexpr int64_t kPathShapes[][2] = {{1, 1},   {3, 33},    {33, 100}, {64, 64},
+                                      {97, 1},  {130, 257}, {200, 96}, {300, 420},
+                                      {3, 800}, {5, 1100},  {2, 1536}, {1100, 70}};
 
 // One run of quantize() under OCTET_CPU_ISA=`level` against `below`, every output byte for byte.
 void expect_same_outputs(const char* level, const char* below, const std::vector<float>& x,
@@ -353,7 +353,7 @@ void expect_same_outputs(const char* level, const char* below, const std::vector
 // quantize() under OCTET_CPU_ISA=`level` against `below` on every grid, shape and input class.
 void expect_level_matches_the_one_below(const char* level, const char* below) {
   testing::Rng rng(testing::fresh_seed());
-  for (const auto& [rows, cols] : kShapes) {
+  for (const auto& [rows, cols] : kPathShapes) {
     for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
       SCOPED_TRACE(qc.name() + " " + std::to_string(rows) + "x" + std::to_string(cols));
       for (Specials kind : {Specials::all, Specials::no_nan, Specials::finite}) {

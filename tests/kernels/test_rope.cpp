@@ -25,8 +25,8 @@ struct RopeCase {
            " hd=" + std::to_string(head_dim) + " S=" + std::to_string(seq_len);
   }
 };
-constexpr int64_t kBatch = 2;
-const RopeCase kCases[] = {{4, 2, 8, 7, 10000.0f}, {4, 4, 16, 9, 500000.0f}};
+constexpr int64_t kRopeBatch = 2;
+const RopeCase kRopeCases[] = {{4, 2, 8, 7, 10000.0f}, {4, 4, 16, 9, 500000.0f}};
 
 // cos and sin of p * theta^(-2i/hd) with their bounds. The exact angle is taken in
 // float64; the kernel's fp32 angle errs by (ln(theta) * 2i/hd + pow + 2) u relative, to
@@ -75,7 +75,7 @@ std::vector<Approx> reference(const RopeCase& rc, int64_t batch, const std::vect
 }
 std::vector<Approx> reference(const RopeCase& rc, const std::vector<double>& x, DType dtype,
                               double sign, Device device) {
-  return reference(rc, kBatch, x, dtype, sign, device);
+  return reference(rc, kRopeBatch, x, dtype, sign, device);
 }
 
 class RopeOnDevice : public ::testing::TestWithParam<Device> {};
@@ -84,12 +84,12 @@ TEST_P(RopeOnDevice, ForwardAndBackwardMatchFloat64AndLeaveVUntouched) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  for (const RopeCase& rc : kCases) {
+  for (const RopeCase& rc : kRopeCases) {
     for (DType dtype : {DType::f32, DType::bf16}) {
-      const int64_t tokens = kBatch * rc.seq_len;
+      const int64_t tokens = kRopeBatch * rc.seq_len;
       const std::string what = rc.name() + " " + dtype_name(dtype);
       std::vector<double> x = testing::uniform(tokens * rc.width(), -2, 2, rng);
-      const auto xt = testing::upload(device, dtype, {kBatch, rc.seq_len, rc.width()}, x);
+      const auto xt = testing::upload(device, dtype, {kRopeBatch, rc.seq_len, rc.width()}, x);
       kernels::rope_forward(xt.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len,
                             rc.theta);
       // Tolerance: Approx's running bound of x1 c - x2 s (and x2 c + x1 s) with the
@@ -109,14 +109,14 @@ TEST_P(RopeOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  for (const RopeCase& rc : kCases) {
-    const int64_t n = kBatch * rc.seq_len * rc.width();
+  for (const RopeCase& rc : kRopeCases) {
+    const int64_t n = kRopeBatch * rc.seq_len * rc.width();
     std::vector<double> x = testing::uniform(n, -1, 1, rng), r = testing::uniform(n, -1, 1, rng);
     testing::round_in_place(DType::f32, x);
-    const auto rt = testing::upload(device, DType::f32, {kBatch * rc.seq_len, rc.width()}, r);
+    const auto rt = testing::upload(device, DType::f32, {kRopeBatch * rc.seq_len, rc.width()}, r);
     kernels::rope_backward(rt.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len, rc.theta);
     auto forward = [&](const std::vector<double>& xs) {
-      const auto t = testing::upload(device, DType::f32, {kBatch * rc.seq_len, rc.width()}, xs);
+      const auto t = testing::upload(device, DType::f32, {kRopeBatch * rc.seq_len, rc.width()}, xs);
       kernels::rope_forward(t.tensor, rc.n_heads, rc.n_kv_heads, rc.head_dim, rc.seq_len, rc.theta);
       return testing::download(t.tensor);
     };
@@ -188,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(Devices, RopeOnDevice, ::testing::ValuesIn(testing::all
 TEST(RopeTable, TheTableGivesTheSameBitsAsComputingTheAngles) {
   const Device cpu = Device::cpu();
   testing::Rng rng(testing::fresh_seed());
-  std::vector<RopeCase> cases(std::begin(kCases), std::end(kCases));
+  std::vector<RopeCase> cases(std::begin(kRopeCases), std::end(kRopeCases));
   cases.insert(cases.end(), std::begin(kWideCases), std::end(kWideCases));
   cases.push_back({3, 1, 40, 11, 10000.0f});  // 20 pairs: a group of 16 and a tail of 4
   testing::for_each_cpu_isa([&] {

@@ -16,15 +16,9 @@ namespace {
 using testing::Approx;
 using testing::exact;
 
-constexpr int64_t kRows = 2 * 9, kHidden = 40;
+constexpr int64_t kSwigluRows = 2 * 9, kHidden = 40;
 
-// exp's error: glibc's expf is within 1 ulp (2u relative), CUDA's expf within 2 ulp
-// (4u; CUDA C++ Programming Guide, "Mathematical Functions", without fast math).
-Approx expf_on(Device device, Approx a) {
-  const double v = std::exp(a.v);
-  return testing::rounded(v, v * std::expm1(a.e),
-                          device.is_cuda() ? 4 * testing::kU : 2 * testing::kU);
-}
+using testing::expf_on;
 
 // The kernel's fp32 formulas in float64 with their running error bounds (Approx):
 //   forward  out = (g / (1 + exp(-g))) * u
@@ -58,7 +52,7 @@ SwiGluReference reference(const std::vector<double>& gate_up, const std::vector<
 }
 SwiGluReference reference(const std::vector<double>& gate_up, const std::vector<double>& dout,
                           DType dtype, Device device) {
-  return reference(gate_up, dout, kRows, kHidden, dtype, device);
+  return reference(gate_up, dout, kSwigluRows, kHidden, dtype, device);
 }
 
 class SwiGluOnDevice : public ::testing::TestWithParam<Device> {};
@@ -67,14 +61,14 @@ class SwiGluOnDevice : public ::testing::TestWithParam<Device> {};
 void expect_matches_float64(Device device, testing::Rng& rng) {
   for (DType dtype : {DType::f32, DType::bf16}) {
     // Gates from -12 to 12: both tails of the sigmoid and its middle.
-    std::vector<double> gate_up = testing::uniform(kRows * 2 * kHidden, -12, 12, rng);
-    std::vector<double> dout = testing::uniform(kRows * kHidden, -1, 1, rng);
-    const auto x = testing::upload(device, dtype, {kRows, 2 * kHidden}, gate_up);
-    const auto g = testing::upload(device, dtype, {kRows, kHidden}, dout);
-    const auto out =
-        testing::upload(device, dtype, {kRows, kHidden}, std::vector<double>(kRows * kHidden));
-    const auto dx = testing::upload(device, dtype, {kRows, 2 * kHidden},
-                                    std::vector<double>(kRows * 2 * kHidden));
+    std::vector<double> gate_up = testing::uniform(kSwigluRows * 2 * kHidden, -12, 12, rng);
+    std::vector<double> dout = testing::uniform(kSwigluRows * kHidden, -1, 1, rng);
+    const auto x = testing::upload(device, dtype, {kSwigluRows, 2 * kHidden}, gate_up);
+    const auto g = testing::upload(device, dtype, {kSwigluRows, kHidden}, dout);
+    const auto out = testing::upload(device, dtype, {kSwigluRows, kHidden},
+                                     std::vector<double>(kSwigluRows * kHidden));
+    const auto dx = testing::upload(device, dtype, {kSwigluRows, 2 * kHidden},
+                                    std::vector<double>(kSwigluRows * 2 * kHidden));
     const SwiGluReference ref = reference(gate_up, dout, dtype, device);
     kernels::swiglu_forward(x.tensor, out.tensor);
     testing::expect_within(testing::download(out.tensor), ref.out,
@@ -107,21 +101,21 @@ TEST_P(SwiGluOnDevice, BackwardMatchesFiniteDifferencesOfForward) {
   const Device device = GetParam();
   OCTET_SKIP_WITHOUT(device);
   testing::Rng rng(testing::fresh_seed());
-  std::vector<double> gate_up = testing::uniform(kRows * 2 * kHidden, -4, 4, rng);
-  std::vector<double> r = testing::uniform(kRows * kHidden, -1, 1, rng);
-  const auto rt = testing::upload(device, DType::f32, {kRows, kHidden}, r);
-  const auto x = testing::upload(device, DType::f32, {kRows, 2 * kHidden}, gate_up);
-  const auto out =
-      testing::upload(device, DType::f32, {kRows, kHidden}, std::vector<double>(kRows * kHidden));
-  const auto dx = testing::upload(device, DType::f32, {kRows, 2 * kHidden},
-                                  std::vector<double>(kRows * 2 * kHidden));
+  std::vector<double> gate_up = testing::uniform(kSwigluRows * 2 * kHidden, -4, 4, rng);
+  std::vector<double> r = testing::uniform(kSwigluRows * kHidden, -1, 1, rng);
+  const auto rt = testing::upload(device, DType::f32, {kSwigluRows, kHidden}, r);
+  const auto x = testing::upload(device, DType::f32, {kSwigluRows, 2 * kHidden}, gate_up);
+  const auto out = testing::upload(device, DType::f32, {kSwigluRows, kHidden},
+                                   std::vector<double>(kSwigluRows * kHidden));
+  const auto dx = testing::upload(device, DType::f32, {kSwigluRows, 2 * kHidden},
+                                  std::vector<double>(kSwigluRows * 2 * kHidden));
   kernels::swiglu_backward(rt.tensor, x.tensor, dx.tensor);
   const SwiGluReference ref = reference(gate_up, r, DType::f32, device);
   std::vector<double> out_bound, grad_bound;
   for (const Approx& a : ref.out) out_bound.push_back(a.e);
   for (const Approx& a : ref.dgate_up) grad_bound.push_back(a.e);
   auto forward = [&](const std::vector<double>& xs) {
-    const auto in = testing::upload(device, DType::f32, {kRows, 2 * kHidden}, xs);
+    const auto in = testing::upload(device, DType::f32, {kSwigluRows, 2 * kHidden}, xs);
     kernels::swiglu_forward(in.tensor, out.tensor);
     return testing::download(out.tensor);
   };

@@ -12,17 +12,14 @@
 #include "core/error.h"
 #include "report/report.h"
 #include "temp_dir.h"
+#include "testing.h"
 
 namespace octet::report {
 namespace {
 
 const std::string kFixtures = OCTET_REPORT_FIXTURES;
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using testing::count;
 
 TEST(ReportRuns, AnFp8RunWithGuardChecksAndHealthIsReadCompletely) {
   const RunData run = load_run(kFixtures + "/fp8");

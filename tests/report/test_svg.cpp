@@ -8,15 +8,12 @@
 
 #include "report/heatmap.h"
 #include "report/svg.h"
+#include "testing.h"
 
 namespace octet::report {
 namespace {
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using testing::count;
 
 // The d attribute of the first series path.
 std::string first_path_d(const std::string& svg) {
