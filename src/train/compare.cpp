@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "io/json.h"
 #include "train/trainer.h"
@@ -13,10 +14,6 @@ namespace octet::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 TargetRun run_to_target(const CompareOptions& o, nn::Precision precision,
                         std::optional<double>& loss_floor) {

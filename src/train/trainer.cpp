@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "data/synthetic.h"
 #include "dist/comm.h"
@@ -23,10 +24,6 @@ namespace octet::train {
 namespace {
 
 std::atomic<bool> g_stop{false};
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // On resume: the checkpoint's run planned its cosine over `planned` steps (0: not recorded,
 // checkpoints before the plan was saved). A different --steps keeps that plan, unless

@@ -1,6 +1,6 @@
 // cli/bench/bench_util.h: what the `octet bench` subcommands share: wall-clock timing, the
 // median of repeated, synchronised calls, and their --json files.
-// defines: seconds_since, median_call_seconds, JsonLines
+// defines: median_call_seconds, JsonLines (seconds_since is core/clock.h's)
 #pragma once
 
 #include <algorithm>
@@ -10,15 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "io/json.h"
 
 namespace octet::bench {
-
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // The median of at least `reps` calls of fn (more for short calls: up to `max_calls`, or
 // as many as fit in `budget_seconds`) after a warm-up of at least 0.25 s, each call
