@@ -16,8 +16,9 @@
 #
 # Needs no network and no system packages beyond CUDA, CMake, Ninja, a compiler and the two
 # header-only libraries nlohmann-json (>= 3.10) and CLI11 (>= 2.1) (Debian nlohmann-json3-dev,
-# libcli11-dev; CMAKE_PREFIX_PATH may point at copies): GoogleTest is built from
-# /usr/src/googletest when find_package(GTest) finds none (tests/CMakeLists.txt).
+# libcli11-dev; CMAKE_PREFIX_PATH may point at copies, which scripts/gpu-carry.sh makes):
+# GoogleTest is built from /usr/src/googletest when find_package(GTest) finds none
+# (tests/CMakeLists.txt).
 # Environment: OCTET_GPU_BUILD_DIR (default build-gpu), OCTET_GPU_JOBS (default nproc),
 # OCTET_BENCH_MAX_SIZE (default 16384), PYTHON (default python3), OCTET_GTEST_SOURCE_DIR (a
 # googletest checkout where the machine has none in /usr/src/googletest), OCTET_TRAIN_STEPS
