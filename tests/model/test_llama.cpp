@@ -2,7 +2,11 @@
 // differences in fp32, its parameter layout, and the precision policy's losses.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
 
 #include "core/error.h"
@@ -102,6 +106,55 @@ TEST(Llama, ParametersAreHuggingFaceNamedAndContiguous) {
   Llama tied(c, o);
   EXPECT_EQ(tied.parameter_count(), c.parameter_count());
   EXPECT_THROW(tied.param("lm_head.weight"), Error);
+}
+
+// init_weights draws Hugging Face's N(0, std^2) for the matrices through Box-Muller on the
+// integer output of mt19937_64, two draws a value, in parameter order, and sets the norm
+// weights to 1: one stream, so a seed starts the same run in every version of octet and at
+// any thread count. The embedding here has more values than one of the transform's chunks
+// (2^20), so the stream runs on across a chunk's end.
+TEST(Llama, InitWeightsFollowsOneBoxMullerStreamAtAnyThreadCount) {
+  LlamaConfig c = small_config();
+  c.vocab_size = 4500;
+  c.hidden_size = 256;
+  c.intermediate_size = 64;
+  ModelOptions o;
+  o.precision = nn::Precision::fp32;
+  o.batch = 1;
+  const uint64_t seed = testing::fresh_seed();
+  const double std = 0.02;
+  const int saved = omp_get_max_threads();
+  std::vector<float> expected;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Llama m(c, o);
+    ASSERT_GT(m.param("model.embed_tokens.weight").shape.numel(), int64_t{1} << 20);
+    if (expected.empty()) {
+      expected.assign(static_cast<size_t>(m.parameter_count()), 0.0f);
+      std::mt19937_64 rng(seed);
+      for (const ParamInfo& p : m.params()) {
+        for (int64_t i = 0; i < p.shape.numel(); ++i) {
+          float v = 1.0f;
+          if (p.decay) {
+            const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1p-53;
+            const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;
+            v = static_cast<float>(
+                std * (std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2)));
+          }
+          expected[static_cast<size_t>(p.offset + i)] = v;
+        }
+      }
+    }
+    m.init_weights(seed, std);
+    const Tensor w = m.master();
+    ASSERT_EQ(w.numel(), static_cast<int64_t>(expected.size()));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      differ += std::memcmp(w.as<float>() + i, &expected[static_cast<size_t>(i)], 4) != 0;
+    }
+    EXPECT_EQ(differ, 0) << "values of " << w.numel() << " differ at " << threads << " threads";
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(Llama, Bf16AndFp8LossesStayNearFp32) {
