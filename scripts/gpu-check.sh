@@ -3,7 +3,8 @@
 # or in stages (tests, sanitize, cpu, probes, bench, step, train; none named: all of them, in
 # that order, about 25 minutes on an H100); every stage builds first (a no-op once built), so a
 # lease of 10-minute calls runs, for example, `tests sanitize`, then `probes bench`, then `step`,
-# then `train`, each into its own OUTDIR. In all, it
+# then `train`, each into its own OUTDIR (scripts/gpu-lease.sh does that inside a time budget
+# and packs the folders for the device tool). In all, it
 # configures and builds octet with CUDA in its own build folder (Release, ninja), runs the
 # GPU tests (ctest -L gpu), the GPU tests once more under compute-sanitizer's memcheck,
 # racecheck and synccheck (with OCTET_CUDA_SYNC=1, so a fault names its kernel), and the
