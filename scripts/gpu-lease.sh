@@ -15,7 +15,7 @@ fi
 budget=$1
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/gpu-lease-out}
+out=${OUT:-/tmp/gpu-lease-out}
 work=$(mktemp -d /tmp/gpu-lease.XXXXXX)
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/data_parallel.h"
 #include "io/atomic_file.h"
@@ -58,7 +59,7 @@ void Trainer::guard_check(StepRecord& r) {
                          std::to_string(guard_->config().patience) + " checks in a row");
   }
   r.guard = g;
-  guard_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  guard_seconds_ += seconds_since(t0);
 }
 
 std::optional<PassedCheckpoint> Trainer::rollback_checkpoint() {

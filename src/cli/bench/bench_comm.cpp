@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "core/buffer.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "dist/comm.h"
 #include "dist/data_parallel.h"
@@ -79,7 +80,7 @@ double time_median(dist::Comm& comm, int reps, F f) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
     comm.barrier();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(seconds_since(t0));
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];

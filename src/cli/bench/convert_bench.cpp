@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/buffer.h"
+#include "core/clock.h"
 #include "core/convert.h"
 #include "kernels/convert.h"
 
@@ -48,8 +49,7 @@ double median_seconds(const Tensor& src, const Tensor& dst) {
   for (int rep = 0; rep < kRepetitions; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     kernels::convert(src, dst);
-    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    seconds.push_back(elapsed.count());
+    seconds.push_back(seconds_since(start));
   }
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
