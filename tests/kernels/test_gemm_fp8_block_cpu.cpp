@@ -1,7 +1,7 @@
-// tests/kernels/test_gemm_fp8_block_cpu.cpp: the AVX512_BF16 micro-kernel for FP8 GEMMs with
-// f32 scales per K slice (kernels/cpu/gemm_fp8_block_cpu.cpp) against float64, on ragged
-// shapes, both formats, both C dtypes and beta; and its result the same bits on 1 and 2
-// threads. The fused path's way through it is in tests/fp8/test_scaled_gemm.cpp.
+// tests/kernels/test_gemm_fp8_block_cpu.cpp: the AVX512_BF16 and AMX kernels for FP8 GEMMs
+// with f32 scales per K slice (kernels/cpu/gemm_fp8_block_cpu.cpp) against float64, on ragged
+// shapes, both formats, both C dtypes and beta; and each one's result the same bits on 1 and 2
+// threads. The fused path's way through them is in tests/fp8/test_scaled_gemm.cpp.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -17,6 +17,7 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/quantize_testing.h"
 #include "testing.h"
 
 namespace octet {
@@ -99,9 +100,12 @@ std::vector<float> run_block(const Case& t, const Operands& o, int threads) {
 // Bound (u = 2^-24, gamma_n = n u / (1 - n u)), for slices of at most L columns, S of them:
 // - a_ik b_jk of two FP8 values is exact in fp32 (<= 4 x 4 significant bits) and every
 //   partial sum is a multiple of the smallest product unit (2^-18 for E4M3 x E4M3, 2^-25 with
-//   E5M2): zero or normal, so vdpbf16ps's flush of denormal inputs and outputs never acts.
-// - vdpbf16ps rounds (RNE) at most twice per K pair, so each product in a slice's fp32 sum
-//   p_s sees at most L roundings: |p_s - P_s| <= gamma_L sum_{k in s} |a b|.
+//   E5M2): zero or normal, so vdpbf16ps's flush of denormal inputs and outputs (tdpbf16ps's too)
+//   never acts.
+// - vdpbf16ps, and AMX's tdpbf16ps (Intel's pseudo-code for both: two fp32 additions per K
+//   pair), round (RNE) at most twice per K pair, so each product in a slice's fp32 sum p_s
+//   sees at most L roundings: |p_s - P_s| <= gamma_L sum_{k in s} |a b| (AMX's zero padding
+//   of K to its 32-wide steps adds exact zeros).
 // - sa_is * sb_js rounds once; main += p_s * (sa sb) is one fma, and a slice's term sees
 //   the fma of its own and of every later slice: at most S roundings.
 // - alpha * main (1) and fma(beta, C0, .) (1, counted as 2 for beta C0 and the sum).
@@ -149,11 +153,18 @@ void expect_within_bound(const Case& t, const Operands& o, const std::vector<flo
   std::printf("%s: worst error %.3g of the bound\n", t.describe().c_str(), worst);
 }
 
-// M not a multiple of the 8-row tile, N not of the 32-column panel, K not of the slice (and
-// odd: the last K pair is padded), one element, and the block recipe's own 128 slices.
-TEST(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTwoThreads) {
-  if (!kernels::cpu::fp8_block_gemm_available())
-    GTEST_SKIP() << "this CPU has no AVX512_BF16 (or OCTET_CPU_ISA caps it below AVX-512)";
+// The kernel a case runs on: OCTET_CPU_ISA=avx512 keeps it to AVX512_BF16, amx lets it take AMX.
+class CpuFp8BlockGemm : public ::testing::TestWithParam<const char*> {};
+
+// M not a multiple of the 8-row tile nor of AMX's 32, N not of the 32-column panel, K not of
+// the slice nor of AMX's 32-wide step (and odd: the last K pair is padded), one element, and the
+// block recipe's own 128 slices.
+TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTwoThreads) {
+  const testing::ScopedEnv isa("OCTET_CPU_ISA", GetParam());
+  if (!kernels::cpu::fp8_block_gemm_available()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const bool amx = std::string(GetParam()) == "amx";
+  if (amx && !kernels::cpu::fp8_block_gemm_uses_amx(128))
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux refused its tile state)";
   testing::Rng rng(testing::fresh_seed());
   const Case cases[] = {
       {37, 53, 144, 128, DType::e4m3, DType::e4m3, DType::f32, 1.0f, 0.0f},
@@ -165,8 +176,12 @@ TEST(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTw
       {96, 160, 384, 128, DType::e4m3, DType::e4m3, DType::bf16, 1.0f, 0.0f},
       {45, 70, 300, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.0f, true},
       {45, 70, 300, 128, DType::e4m3, DType::e4m3, DType::bf16, -0.5f, 0.0f, true},
+      {33, 40, 200, 40, DType::e4m3, DType::e4m3, DType::f32, 1.0f, 0.5f},  // AMX: slice not x32
   };
   for (const Case& t : cases) {
+    // Which kernel runs this case: AMX's takes slices that are whole 32-wide steps.
+    EXPECT_EQ(kernels::cpu::fp8_block_gemm_uses_amx(t.slice), amx && t.slice % 32 == 0)
+        << t.describe();
     const Operands o = random_operands(t, rng);
     const std::vector<float> one = run_block(t, o, 1);
     const std::vector<float> two = run_block(t, o, 2);
@@ -175,6 +190,9 @@ TEST(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTw
     expect_within_bound(t, o, one);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CpuFp8BlockGemm, ::testing::Values("avx512", "amx"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace octet

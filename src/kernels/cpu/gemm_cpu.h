@@ -6,7 +6,8 @@
 //          onednn_available,
 //          onednn_bf16_available, onednn_gemm, onednn_gemm_widened, Fp8GemmPath,
 //          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, Fp8Widen,
-//          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available, fp8_block_gemm,
+//          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available,
+//          fp8_block_gemm_uses_amx, fp8_block_gemm,
 //          kAlign, align_up
 #pragma once
 
@@ -119,7 +120,8 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
 
 // The fused path's way for f32 scales that split K on AVX512_BF16 (gemm_fp8_block_cpu.cpp):
 // C [m, n] = alpha * sum_s a_scales[i, s] b_scales[j, s] sum_{k in slice s} a_ik b_jk
-// + beta * C, the codes' products summed per slice in fp32 by vdpbf16ps.
+// + beta * C, the codes' products summed per slice in fp32 by vdpbf16ps, or by AMX's
+// tdpbf16ps where fp8_block_gemm_uses_amx.
 struct Fp8BlockGemm {
   const uint8_t* a;  // [m, k] FP8 codes
   DType a_dtype;
@@ -135,6 +137,9 @@ struct Fp8BlockGemm {
 };
 // Whether this CPU has AVX512_BF16 and OCTET_CPU_ISA (read per call) allows AVX-512.
 bool fp8_block_gemm_available();
+// Whether a call with this slice runs on AMX: the CPU has AMX-BF16, OCTET_CPU_ISA is unset or
+// amx, and the slice is a multiple of 32 (AMX's K step).
+bool fp8_block_gemm_uses_amx(int64_t slice);
 size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice);
 // Needs fp8_block_gemm_available(); never allocates (workspace: the size above).
 void fp8_block_gemm(const Fp8BlockGemm& gemm, void* workspace);

@@ -1,11 +1,14 @@
 // kernels/cpu/gemm_fp8_block_cpu.cpp: FP8 GEMMs whose f32 scales split K (the block
-// recipe's 1x128 tiles and 128x128 blocks) on AVX512_BF16, without widening code x scale
-// to f32: the codes (exact in bf16) go through vdpbf16ps into a per-slice fp32 register
-// tile, and at the end of each K slice that tile is added, times sa[i,s] * sb[j,s], into
-// the fp32 accumulators (DeepSeek-V3's "promotion"). gemm_fp8_fused_cpu.cpp calls it where
-// the CPU has AVX512_BF16 and OCTET_CPU_ISA allows AVX-512; its one-f32-GEMM way stays the
-// fallback. The result does not depend on the thread count: each element of C is summed by
-// one thread in one order.
+// recipe's 1x128 tiles and 128x128 blocks) on AVX512_BF16 or AMX, without widening code x
+// scale to f32: the codes (exact in bf16) go through vdpbf16ps (or AMX's tdpbf16ps) into a
+// per-slice fp32 tile, and at the end of each K slice that tile is added, times
+// sa[i,s] * sb[j,s], into the fp32 accumulators (DeepSeek-V3's "promotion"). AMX runs where
+// the CPU has it (usable_amx) and the slice is a multiple of 32 (one tile's K): its 16 x 16
+// products come 2 x 2 per step from 32-row A tiles and 32-column B panels, stored to L1 at
+// the end of each slice and promoted there with AVX-512. gemm_fp8_fused_cpu.cpp calls it
+// where the CPU has AVX512_BF16 and OCTET_CPU_ISA allows AVX-512; its one-f32-GEMM way stays
+// the fallback. The result does not depend on the thread count: each element of C is summed
+// by one thread in one order.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +27,10 @@ constexpr int64_t kNr = 32;  // columns of C per panel: two zmm of fp32
 // chains for two pipes), the 16 main ones in L1 (touched once per slice). Measured on Zen 5:
 // 8 rows beat 6 (all 24 in registers) and 12.
 constexpr int64_t kMr = 8;
+// AMX: rows of C per tile (two 16-row tiles of A against the panel's two 16-column tiles of
+// B: four of the eight tile registers accumulate) and K per step (one tile row: 64 bytes).
+constexpr int64_t kAmxRows = 32;
+constexpr int64_t kAmxK = 32;
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
@@ -38,11 +45,12 @@ struct BlockLayout {
   }
 };
 
-BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice) {
+// AMX pads M to its 32-row tiles and K to whole tile steps (zeros: they add nothing).
+BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice, bool amx) {
   BlockLayout l{};
-  l.mp = round_up(std::max<int64_t>(m, 1), kMr);
+  l.mp = round_up(std::max<int64_t>(m, 1), amx ? kAmxRows : kMr);
   l.np = round_up(std::max<int64_t>(n, 1), kNr);
-  l.kp = round_up(std::max<int64_t>(k, 1), 2);
+  l.kp = round_up(std::max<int64_t>(k, 1), amx ? kAmxK : 2);
   l.slices = (k + slice - 1) / slice;
   l.a_bytes = align_up(static_cast<size_t>(l.mp * l.kp) * 2);
   l.b_bytes = align_up(static_cast<size_t>(l.np * l.kp) * 2);
@@ -178,6 +186,116 @@ OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& 
   store_tile(main, std::min(kMr, g.m - i0), std::min(kNr, g.n - j0), g.alpha, g.beta, c, g.c_dtype,
              g.n);
 }
+
+#if defined(__GNUC__) && !(defined(__clang__) && __clang_major__ < 16)
+#define OCTET_HAVE_AMX 1
+#define OCTET_AMX                                                                \
+  __attribute__((                                                                \
+      target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi2," \
+             "amx-tile,amx-bf16")))
+
+// The tile registers' shapes (palette 1): all eight 16 rows of 64 bytes, i.e. A as 16 rows of
+// 32 bf16, B as 16 K pairs of 16 columns, C as 16 x 16 fp32.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+OCTET_AMX void amx_configure() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+}
+
+// One 32 x 32 tile of C over all K on AMX (the tiles configured): per slice, tmm0..3 =
+// A rows [0, 16) and [16, 32) x panel columns [0, 16) and [16, 32), summed over the slice's
+// 32-wide K steps (tmm4, 5: A; tmm6, 7: B), stored to `part`, and promoted as block_tile
+// does: main += part * (sa * sb), the scale product rounded once, one fma (the first slice:
+// main = part * (sa * sb), the same value as the fma onto zeros).
+OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, const uint16_t* a16,
+                                  const uint32_t* panels, const float* col_scales,
+                                  const float* row_scales, int64_t tile, int64_t panel) {
+  alignas(64) float main[kAmxRows][kNr];
+  alignas(64) float part[kAmxRows][kNr];
+  const int64_t i0 = tile * kAmxRows, j0 = panel * kNr;
+  const uint16_t* a = a16 + i0 * l.kp;
+  const uint32_t* b = panels + panel * (l.kp / 2) * kNr;
+  const float* sa = row_scales + i0 * l.slices;
+  const float* sb = col_scales + panel * l.slices * kNr;
+  const long a_stride = static_cast<long>(l.kp) * 2, b_stride = kNr * 4;
+  for (int64_t s = 0; s < l.slices; ++s) {
+    const int64_t k0 = s * g.slice;
+    const int64_t steps = (std::min(g.slice, g.k - k0) + kAmxK - 1) / kAmxK;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    const uint16_t* as = a + k0;
+    const uint32_t* bs = b + k0 / 2 * kNr;
+    for (int64_t step = 0; step < steps; ++step, as += kAmxK, bs += kAmxK / 2 * kNr) {
+      _tile_loadd(4, as, a_stride);
+      _tile_loadd(5, as + 16 * l.kp, a_stride);
+      _tile_loadd(6, bs, b_stride);
+      _tile_loadd(7, bs + 16, b_stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, &part[0][0], b_stride);
+    _tile_stored(1, &part[0][16], b_stride);
+    _tile_stored(2, &part[16][0], b_stride);
+    _tile_stored(3, &part[16][16], b_stride);
+    const __m512 sb0 = _mm512_loadu_ps(sb + s * kNr), sb1 = _mm512_loadu_ps(sb + s * kNr + 16);
+    for (int64_t r = 0; r < kAmxRows; ++r) {
+      const __m512 row = _mm512_set1_ps(sa[r * l.slices + s]);
+      const __m512 s0 = _mm512_mul_ps(row, sb0), s1 = _mm512_mul_ps(row, sb1);
+      const __m512 p0 = _mm512_load_ps(&part[r][0]), p1 = _mm512_load_ps(&part[r][16]);
+      if (s == 0) {
+        _mm512_store_ps(&main[r][0], _mm512_mul_ps(p0, s0));
+        _mm512_store_ps(&main[r][16], _mm512_mul_ps(p1, s1));
+      } else {
+        _mm512_store_ps(&main[r][0], _mm512_fmadd_ps(p0, s0, _mm512_load_ps(&main[r][0])));
+        _mm512_store_ps(&main[r][16], _mm512_fmadd_ps(p1, s1, _mm512_load_ps(&main[r][16])));
+      }
+    }
+  }
+  const size_t element = g.c_dtype == DType::f32 ? 4 : 2;
+  const int64_t rows = std::min(kAmxRows, g.m - i0), cols = std::min(kNr, g.n - j0);
+  for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+    __m512 acc[kMr][2];
+    for (int64_t r = 0; r < kMr; ++r) {
+      acc[r][0] = _mm512_load_ps(&main[r0 + r][0]);
+      acc[r][1] = _mm512_load_ps(&main[r0 + r][16]);
+    }
+    void* c = static_cast<char*>(g.c) + static_cast<size_t>((i0 + r0) * g.n + j0) * element;
+    store_tile(acc, std::min(kMr, rows - r0), cols, g.alpha, g.beta, c, g.c_dtype, g.n);
+  }
+}
+
+// Every (tile, panel) of C on AMX, each thread with its own tile configuration. A tile's rows
+// of A stay in L1 while the panels (contiguous) stream past them from L2.
+OCTET_AMX void amx_tiles(const Fp8BlockGemm& g, const BlockLayout& l, const uint16_t* a16,
+                         const uint32_t* panels, const float* col_scales, const float* row_scales) {
+  const int64_t tiles = l.mp / kAmxRows, panel_count = l.np / kNr;
+#pragma omp parallel if (g.m * g.n * g.k > (int64_t{1} << 18))
+  {
+    amx_configure();
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      for (int64_t panel = 0; panel < panel_count; ++panel)
+        amx_tile_and_store(g, l, a16, panels, col_scales, row_scales, tile, panel);
+    }
+    _tile_release();
+  }
+}
+#undef OCTET_AMX
+#endif
 #undef OCTET_AVX512_BF16
 #else
 bool hardware_bf16() {
@@ -192,13 +310,26 @@ bool fp8_block_gemm_available() {
   return hardware && usable_isa("gemm") == Isa::avx512;
 }
 
+bool fp8_block_gemm_uses_amx(int64_t slice) {
+#ifdef OCTET_HAVE_AMX
+  return slice % kAmxK == 0 && usable_amx("gemm");
+#else
+  (void)slice;
+  return false;
+#endif
+}
+
 size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice) {
-  return block_layout(m, n, k, std::max<int64_t>(slice, 1)).total();
+  // Either kernel may run (OCTET_CPU_ISA is read per call): room for both layouts.
+  slice = std::max<int64_t>(slice, 1);
+  return std::max(block_layout(m, n, k, slice, false).total(),
+                  block_layout(m, n, k, slice, true).total());
 }
 
 void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  const BlockLayout l = block_layout(g.m, g.n, g.k, g.slice);
+  const bool amx = fp8_block_gemm_uses_amx(g.slice);
+  const BlockLayout l = block_layout(g.m, g.n, g.k, g.slice, amx);
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
   auto* a16 = reinterpret_cast<uint16_t*>(base);
   auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
@@ -234,7 +365,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
       uint16_t* out = is_a ? a16 + row * l.kp : b16 + row * l.kp;
       if (row < (is_a ? g.m : g.n)) {
         (is_a ? widen_a : widen_b)((is_a ? g.a : g.b) + row * g.k, out, g.k);
-        if (l.kp > g.k) out[g.k] = 0;
+        std::fill(out + g.k, out + l.kp, uint16_t{0});
       } else {
         std::fill_n(out, l.kp, uint16_t{0});
       }
@@ -258,6 +389,9 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   // Row scales padded with zeros to whole tiles (padding rows of A are zero, never stored).
   std::copy_n(g.a_scales, g.m * l.slices, row_scales);
   std::fill(row_scales + g.m * l.slices, row_scales + l.mp * l.slices, 0.0f);
+#ifdef OCTET_HAVE_AMX
+  if (amx) return amx_tiles(g, l, a16, panels, col_scales, row_scales);
+#endif
 #pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.k > (int64_t{1} << 18))
   for (int64_t panel = 0; panel < panel_count; ++panel) {
     for (int64_t tile = 0; tile < tiles; ++tile)

@@ -1,12 +1,20 @@
 // kernels/cpu/isa.h: which vector instruction set the CPU kernels' variants may use:
 // what the machine has, capped by OCTET_CPU_ISA (for tests and for comparing
 // variants, like oneDNN's ONEDNN_MAX_CPU_ISA).
-// defines: cpu::Isa, cpu::usable_isa, cpu::hardware_has_avx512_bf16
+// defines: cpu::Isa, cpu::usable_isa, cpu::hardware_has_avx512_bf16, cpu::usable_amx
 #pragma once
 
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/error.h"
 
@@ -44,23 +52,58 @@ inline bool hardware_has_avx512_bf16() {
 #endif
 }
 
-// The level a kernel of `op` may use now. OCTET_CPU_ISA is read on each call (cheap
-// next to any array worth the call) so that a test can switch variants in one process.
+// Whether the machine has AMX tiles with bf16 products (tdpbf16ps) and AVX512_BF16, and
+// Linux lets this process use the tiles' state (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XTILEDATA, asked once; oneDNN asks the same for its own AMX kernels).
+inline bool hardware_has_amx_bf16() {
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && \
+    !(defined(__clang__) && __clang_major__ < 16)
+  static const bool usable = [] {
+    // CPUID.(7, 0):EDX bit 22 AMX-BF16, bit 24 AMX-TILE (GCC 12's __builtin_cpu_supports
+    // does not know them); XCR0 bits 17 and 18 the tiles' state, enabled by the OS.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!hardware_has_avx512_bf16() || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) ||
+        (edx & (1u << 22)) == 0 || (edx & (1u << 24)) == 0)
+      return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    if ((xcr0_low & (3u << 17)) != (3u << 17)) return false;
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
+// The level a kernel of `op` may use now, and whether AMX is allowed (OCTET_CPU_ISA unset or
+// amx). OCTET_CPU_ISA is read on each call (cheap next to any array worth the call) so that a
+// test can switch variants in one process.
+struct IsaRequest {
+  Isa level;
+  bool amx;
+};
+inline IsaRequest requested_isa(const char* op) {
+  const char* env = std::getenv("OCTET_CPU_ISA");
+  if (env == nullptr || *env == '\0') return {Isa::avx512, true};
+  const std::string_view name(env);
+  if (name == "baseline") return {Isa::baseline, false};
+  if (name == "avx2") return {Isa::avx2, false};
+  if (name == "avx512") return {Isa::avx512, false};
+  if (name == "amx") return {Isa::avx512, true};
+  OCTET_FAIL(op, "OCTET_CPU_ISA='", name, "' is not one of baseline, avx2, avx512, amx");
+}
+
 inline Isa usable_isa(const char* op) {
   static const Isa hardware = hardware_isa();
-  Isa requested = Isa::avx512;
-  const char* env = std::getenv("OCTET_CPU_ISA");
-  if (env != nullptr && *env != '\0') {
-    const std::string_view name(env);
-    if (name == "baseline") {
-      requested = Isa::baseline;
-    } else if (name == "avx2") {
-      requested = Isa::avx2;
-    } else if (name != "avx512") {
-      OCTET_FAIL(op, "OCTET_CPU_ISA='", name, "' is not one of baseline, avx2, avx512");
-    }
-  }
-  return std::min(hardware, requested);
+  return std::min(hardware, requested_isa(op).level);
+}
+
+// Whether a kernel of `op` may use AMX's bf16 tiles now: the machine has them (with AVX-512
+// and AVX512_BF16) and OCTET_CPU_ISA is unset or amx (avx512 keeps a kernel to its AVX-512 way).
+inline bool usable_amx(const char* op) {
+  return requested_isa(op).amx && hardware_has_amx_bf16();
 }
 
 }  // namespace octet::kernels::cpu
