@@ -24,7 +24,9 @@
 #include "gemm_testing.h"
 #include "kernels/convert.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/gemm.h"
+#include "kernels/quantize_testing.h"
 #include "testing.h"
 
 namespace octet {
@@ -308,12 +310,21 @@ void for_each_engine(Device device,
   if (!device.is_cpu()) return body("device", false);
   EngineGuard guard;
   Fp8PathGuard path_guard;
+  // Where the CPU has AMX the fused path runs twice: with its AMX kernels (block and row
+  // scales) and kept to AVX-512 (OCTET_CPU_ISA=avx512).
+  const bool amx = kernels::cpu::hardware_has_amx_bf16();
   for (GemmImpl e : testing::cpu_engines()) {
     kernels::cpu::set_gemm_impl(e);
     for (const bool fused : {true, false}) {
       kernels::cpu::set_fp8_gemm_path(fused ? kernels::cpu::Fp8GemmPath::fused
                                             : kernels::cpu::Fp8GemmPath::slices);
-      body(std::string(kernels::cpu::gemm_impl_name(e)) + (fused ? " fused" : " slices"), fused);
+      const std::string name =
+          std::string(kernels::cpu::gemm_impl_name(e)) + (fused ? " fused" : " slices");
+      body(name, fused);
+      if (fused && amx) {
+        const testing::ScopedEnv isa("OCTET_CPU_ISA", "avx512");
+        body(name + " avx512", fused);
+      }
     }
   }
 }

@@ -9,7 +9,8 @@
 //     kernels as a post-op, applied as they store C; its run-time output scales, which cost
 //     1.7-6.6x on the lent H200's AMX Xeon, only where brgemm declines);
 //   - per-row scales (which do not split K): one bf16 GEMM of the codes into f32 with alpha 1,
-//     then an epilogue C = (alpha sa_i) sb_j acc + beta C;
+//     then an epilogue C = (alpha sa_i) sb_j acc + beta C; on AMX the block micro-kernel
+//     below with one K slice, C = alpha ((sa_i sb_j) acc) + beta C as it stores;
 //   (both with f32 operands instead of bf16 where the engine multiplies f32: onednn-f32;)
 //   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
 //     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
@@ -703,6 +704,17 @@ int64_t block_slice(GemmDims d, const GemmOptions& o) {
   return slice % 2 == 0 ? slice : 0;
 }
 
+// Scales per row on AMX (the row recipe) also take the block kernel, with one K slice
+// (K rounded up to AMX's 32-wide steps): C = alpha ((sa_i sb_j) acc) + beta C as it stores,
+// the reference path's order, with no f32 C and no epilogue pass over it. 0 where the grids
+// split K or are per tensor.
+int64_t row_slice(GemmDims d, const GemmOptions& o) {
+  const bool split = (o.a_grid.block_cols != 0 && o.a_grid.block_cols < d.k) ||
+                     (o.b_grid.block_cols != 0 && o.b_grid.block_cols < d.k);
+  const bool per_row = o.a_grid.block_rows != 0 || o.b_grid.block_rows != 0;
+  return split || !per_row ? 0 : (std::max<int64_t>(d.k, 1) + 31) / 32 * 32;
+}
+
 // Its workspace: [a_scales m x S][b_scales n x S][the kernel's own].
 size_t block_workspace_bytes(GemmDims d, int64_t slice) {
   const int64_t slices = (d.k + slice - 1) / slice;
@@ -744,9 +756,10 @@ Fp8ToF32 fp8_to_f32(DType dtype) {
 
 size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // The block micro-kernel's too, where the grids allow it (whether it runs is decided per call).
-  const int64_t slice = block_slice(d, o);
+  const int64_t slice = block_slice(d, o), rows = row_slice(d, o);
   const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
-  return std::max(fused_layout(d, o, c_dtype).total(), block);
+  const size_t row = rows == 0 ? 0 : block_workspace_bytes(d, rows);
+  return std::max({fused_layout(d, o, c_dtype).total(), block, row});
 }
 
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& o,
@@ -846,8 +859,14 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     epilogue(loops, acc, nullptr, ones, 1.0f, o.beta, c, d);
     return true;
   }
+  const bool per_tensor = sa.grid_rows == 1 && sb.grid_rows == 1;
+  const int64_t rows = row_slice(d, o);
+  if (!per_tensor && rows != 0 && fp8_block_gemm_available() && fp8_block_gemm_uses_amx(rows)) {
+    run_block_gemm(a, b, c, o, d, sa, sb, rows);
+    return true;
+  }
   widen_both(false);
-  if (sa.grid_rows == 1 && sb.grid_rows == 1) {
+  if (per_tensor) {
     // One scale each: one GEMM of the codes with one factor, rounded once, as the reference path
     // gives the engine, as its alpha (oneDNN applies it as it stores C: no pass of its own).
     auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
