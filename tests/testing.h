@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/cpu/isa.h"
 
 namespace octet::testing {
 
@@ -43,13 +44,16 @@ inline uint64_t fresh_seed() {
 using Rng = std::mt19937_64;
 
 // Runs fn() once with OCTET_CPU_ISA set to each CPU instruction-set level in turn (baseline,
-// avx2, avx512; the kernels cap it at what the machine has), under a trace naming the level,
-// then restores the variable as it was (also after a failed ASSERT inside fn).
+// avx2, avx512, and amx where the machine has AMX; the kernels cap it at what the machine has),
+// under a trace naming the level, then restores the variable as it was (also after a failed ASSERT
+// inside fn).
 template <typename F>
 void for_each_cpu_isa(F&& fn) {
   const char* saved = std::getenv("OCTET_CPU_ISA");
   const std::string restore = saved ? saved : "";
-  for (const char* isa : {"baseline", "avx2", "avx512"}) {
+  // amx (AVX-512 with AMX's kernels) only where the machine has AMX: elsewhere it is avx512.
+  for (const char* isa : {"baseline", "avx2", "avx512", "amx"}) {
+    if (std::string(isa) == "amx" && !kernels::cpu::hardware_has_amx_bf16()) continue;
     SCOPED_TRACE(std::string("OCTET_CPU_ISA=") + isa);
     setenv("OCTET_CPU_ISA", isa, 1);
     fn();

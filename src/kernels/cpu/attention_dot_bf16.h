@@ -3,9 +3,13 @@
 // machine has it: each product of two bf16 values is exact in fp32 and is added to an fp32
 // sum with one rounding (to nearest even; denormals flushed to zero), so the result is an
 // fp32 sum of the exact products as tile_scores' fused multiply-adds give, in another
-// order. Internal to kernels/cpu (attention_tiled_cpu.cpp).
-// defines: OCTET_AVX512_BF16, cpu::attn::bf16_dot_available, cpu::attn::pack_rows16,
-//          cpu::attn::pack_pairs16, cpu::attn::tile_scores16
+// order. Where the machine has AMX (usable_amx) and head_dim is a multiple of 32, the same
+// products come from AMX's tdpbf16ps instead, inside an AmxScores scope (same contract: the
+// exact products summed in fp32 with one rounding each, in AMX's order). Internal to
+// kernels/cpu (attention_tiled_cpu.cpp).
+// defines: OCTET_AVX512_BF16, cpu::attn::bf16_dot_available, cpu::attn::amx_dot_available,
+//          cpu::attn::AmxScores, cpu::attn::pack_rows16, cpu::attn::pack_pairs16,
+//          cpu::attn::tile_scores16
 #pragma once
 
 #include "kernels/cpu/vector_math.h"
@@ -30,6 +34,102 @@ inline bool bf16_dot_available() {
   return hardware && usable_isa("attention") == Isa::avx512;
 }
 
+// Whether the score products of a head_dim may come from AMX (head_dim a multiple of 32, the
+// K of one tile step): read once per attention call, as OCTET_CPU_ISA is.
+inline bool amx_dot_available(int64_t head_dim) {
+  return head_dim % 32 == 0 && bf16_dot_available() && usable_amx("attention");
+}
+
+#if defined(__GNUC__) && !(defined(__clang__) && __clang_major__ < 16)
+#define OCTET_ATTN_AMX_BUILT 1
+#define OCTET_ATTN_AMX \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
+
+// Whether this thread's tiles are configured for tile_scores16 (inside an AmxScores).
+inline thread_local bool t_amx_scores = false;
+
+struct alignas(64) ScoreTileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// The tiles of tile_scores16_amx for this thread (all eight 16 rows of 64 bytes), or none.
+OCTET_ATTN_AMX inline void configure_score_tiles(bool on) {
+  if (on) {
+    ScoreTileConfig config;
+    for (int t = 0; t < 8; ++t) {
+      config.colsb[t] = 64;
+      config.rows[t] = 16;
+    }
+    // GCC's ldtilecfg asm names only the first 8 bytes as its input: the barrier keeps the
+    // stores to the rest of the configuration.
+    asm volatile("" : : "r"(&config) : "memory");
+    _tile_loadconfig(&config);
+  } else {
+    _tile_release();
+  }
+  t_amx_scores = on;
+}
+
+// out[r][j] = (sum_c a[r][c] b[j][c]) * scale as tile_scores16 below, on AMX: C's four 16 x 16
+// tiles (tmm0-3) over head_dim in steps of 32 (A rows 0-15 and 16-31 in tmm4-5, b's columns
+// 0-15 and 16-31 in tmm6-7: pack_pairs16's layout is AMX's B layout), stored into out, then
+// scaled in place (one rounding, as tile_scores16's multiply on store).
+OCTET_ATTN_AMX inline void tile_scores16_amx(const uint16_t* a, const uint32_t* bp, int64_t hd,
+                                             float scale, float* out, int64_t ld) {
+  const long a_stride = static_cast<long>(hd) * 2, b_stride = kTile * 4;
+  const long c_stride = static_cast<long>(ld) * 4;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t c = 0; c < hd; c += 32) {
+    _tile_loadd(4, a + c, a_stride);
+    _tile_loadd(5, a + 16 * hd + c, a_stride);
+    _tile_loadd(6, bp + c / 2 * kTile, b_stride);
+    _tile_loadd(7, bp + c / 2 * kTile + 16, b_stride);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, c_stride);
+  _tile_stored(1, out + 16, c_stride);
+  _tile_stored(2, out + 16 * ld, c_stride);
+  _tile_stored(3, out + 16 * ld + 16, c_stride);
+  if (scale == 1.0f) return;
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < kTile; ++r) {
+    _mm512_storeu_ps(out + r * ld, _mm512_mul_ps(_mm512_loadu_ps(out + r * ld), s));
+    _mm512_storeu_ps(out + r * ld + 16, _mm512_mul_ps(_mm512_loadu_ps(out + r * ld + 16), s));
+  }
+}
+#undef OCTET_ATTN_AMX
+#endif
+
+// AMX's tiles set up for tile_scores16 on this thread for the scope's life, where `on`
+// (amx_dot_available): the tiled kernels open one inside each OpenMP region, per thread.
+class AmxScores {
+ public:
+  explicit AmxScores(bool on) : on_(on) {
+#ifdef OCTET_ATTN_AMX_BUILT
+    if (on_) configure_score_tiles(true);
+#endif
+  }
+  ~AmxScores() {
+#ifdef OCTET_ATTN_AMX_BUILT
+    if (on_) configure_score_tiles(false);
+#endif
+  }
+  AmxScores(const AmxScores&) = delete;
+  AmxScores& operator=(const AmxScores&) = delete;
+
+ private:
+  [[maybe_unused]] bool on_;
+};
+
 // rows x hd bf16 values (row stride `stride`) as rows of hd; rows up to kTile zero.
 inline void pack_rows16(const uint16_t* src, int64_t stride, int64_t rows, int64_t hd,
                         uint16_t* dst) {
@@ -53,6 +153,9 @@ inline void pack_pairs16(const uint16_t* src, int64_t stride, int64_t n, int64_t
 // (pack_rows16), b as pack_pairs16 packs it, hd even.
 OCTET_AVX512_BF16 inline void tile_scores16(const uint16_t* a, const uint32_t* bp, int64_t hd,
                                             float scale, float* out, int64_t ld) {
+#ifdef OCTET_ATTN_AMX_BUILT
+  if (t_amx_scores) return tile_scores16_amx(a, bp, hd, scale, out, ld);
+#endif
   const __m512 s = _mm512_set1_ps(scale);
   for (int64_t r = 0; r < kTile; r += 4) {
     __m512 acc[8];

@@ -209,6 +209,9 @@ OCTET_AMX void amx_configure() {
     config.colsb[t] = 64;
     config.rows[t] = 16;
   }
+  // GCC's ldtilecfg asm names only the first 8 bytes as its input: the barrier keeps the
+  // stores to the rest of the configuration.
+  asm volatile("" : : "r"(&config) : "memory");
   _tile_loadconfig(&config);
 }
 
