@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/attention_cpu.h"
 #include "kernels/cpu/isa.h"
 
@@ -40,45 +41,16 @@ inline bool amx_dot_available(int64_t head_dim) {
   return head_dim % 32 == 0 && bf16_dot_available() && usable_amx("attention");
 }
 
-#if defined(__GNUC__) && !(defined(__clang__) && __clang_major__ < 16)
-#define OCTET_ATTN_AMX_BUILT 1
-#define OCTET_ATTN_AMX \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
-
+#ifdef OCTET_HAVE_AMX
 // Whether this thread's tiles are configured for tile_scores16 (inside an AmxScores).
 inline thread_local bool t_amx_scores = false;
-
-struct alignas(64) ScoreTileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// The tiles of tile_scores16_amx for this thread (all eight 16 rows of 64 bytes), or none.
-OCTET_ATTN_AMX inline void configure_score_tiles(bool on) {
-  if (on) {
-    ScoreTileConfig config;
-    for (int t = 0; t < 8; ++t) {
-      config.colsb[t] = 64;
-      config.rows[t] = 16;
-    }
-    // GCC's ldtilecfg asm names only the first 8 bytes as its input: the barrier keeps the
-    // stores to the rest of the configuration.
-    asm volatile("" : : "r"(&config) : "memory");
-    _tile_loadconfig(&config);
-  } else {
-    _tile_release();
-  }
-  t_amx_scores = on;
-}
 
 // out[r][j] = (sum_c a[r][c] b[j][c]) * scale as tile_scores16 below, on AMX: C's four 16 x 16
 // tiles (tmm0-3) over head_dim in steps of 32 (A rows 0-15 and 16-31 in tmm4-5, b's columns
 // 0-15 and 16-31 in tmm6-7: pack_pairs16's layout is AMX's B layout), stored into out, then
 // scaled in place (one rounding, as tile_scores16's multiply on store).
-OCTET_ATTN_AMX inline void tile_scores16_amx(const uint16_t* a, const uint32_t* bp, int64_t hd,
-                                             float scale, float* out, int64_t ld) {
+OCTET_AMX inline void tile_scores16_amx(const uint16_t* a, const uint32_t* bp, int64_t hd,
+                                        float scale, float* out, int64_t ld) {
   const long a_stride = static_cast<long>(hd) * 2, b_stride = kTile * 4;
   const long c_stride = static_cast<long>(ld) * 4;
   _tile_zero(0);
@@ -106,7 +78,6 @@ OCTET_ATTN_AMX inline void tile_scores16_amx(const uint16_t* a, const uint32_t* 
     _mm512_storeu_ps(out + r * ld + 16, _mm512_mul_ps(_mm512_loadu_ps(out + r * ld + 16), s));
   }
 }
-#undef OCTET_ATTN_AMX
 #endif
 
 // AMX's tiles set up for tile_scores16 on this thread for the scope's life, where `on`
@@ -114,13 +85,15 @@ OCTET_ATTN_AMX inline void tile_scores16_amx(const uint16_t* a, const uint32_t* 
 class AmxScores {
  public:
   explicit AmxScores(bool on) : on_(on) {
-#ifdef OCTET_ATTN_AMX_BUILT
-    if (on_) configure_score_tiles(true);
+#ifdef OCTET_HAVE_AMX
+    if (on_) amx_configure();
+    t_amx_scores = on_;
 #endif
   }
   ~AmxScores() {
-#ifdef OCTET_ATTN_AMX_BUILT
-    if (on_) configure_score_tiles(false);
+#ifdef OCTET_HAVE_AMX
+    if (on_) amx_release();
+    t_amx_scores = false;
 #endif
   }
   AmxScores(const AmxScores&) = delete;
@@ -153,7 +126,7 @@ inline void pack_pairs16(const uint16_t* src, int64_t stride, int64_t n, int64_t
 // (pack_rows16), b as pack_pairs16 packs it, hd even.
 OCTET_AVX512_BF16 inline void tile_scores16(const uint16_t* a, const uint32_t* bp, int64_t hd,
                                             float scale, float* out, int64_t ld) {
-#ifdef OCTET_ATTN_AMX_BUILT
+#ifdef OCTET_HAVE_AMX
   if (t_amx_scores) return tile_scores16_amx(a, bp, hd, scale, out, ld);
 #endif
   const __m512 s = _mm512_set1_ps(scale);

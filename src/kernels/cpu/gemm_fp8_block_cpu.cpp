@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/convert.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/intrinsics.h"
@@ -187,34 +188,7 @@ OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& 
              g.n);
 }
 
-#if defined(__GNUC__) && !(defined(__clang__) && __clang_major__ < 16)
-#define OCTET_HAVE_AMX 1
-#define OCTET_AMX                                                                \
-  __attribute__((                                                                \
-      target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi2," \
-             "amx-tile,amx-bf16")))
-
-// The tile registers' shapes (palette 1): all eight 16 rows of 64 bytes, i.e. A as 16 rows of
-// 32 bf16, B as 16 K pairs of 16 columns, C as 16 x 16 fp32.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-OCTET_AMX void amx_configure() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  // GCC's ldtilecfg asm names only the first 8 bytes as its input: the barrier keeps the
-  // stores to the rest of the configuration.
-  asm volatile("" : : "r"(&config) : "memory");
-  _tile_loadconfig(&config);
-}
-
+#ifdef OCTET_HAVE_AMX
 // One 32 x 32 tile of C over all K on AMX (the tiles configured): per slice, tmm0..3 =
 // A rows [0, 16) and [16, 32) x panel columns [0, 16) and [16, 32), summed over the slice's
 // 32-wide K steps (tmm4, 5: A; tmm6, 7: B), stored to `part`, and promoted as block_tile
@@ -294,10 +268,9 @@ OCTET_AMX void amx_tiles(const Fp8BlockGemm& g, const BlockLayout& l, const uint
       for (int64_t panel = 0; panel < panel_count; ++panel)
         amx_tile_and_store(g, l, a16, panels, col_scales, row_scales, tile, panel);
     }
-    _tile_release();
+    amx_release();
   }
 }
-#undef OCTET_AMX
 #endif
 #undef OCTET_AVX512_BF16
 #else
