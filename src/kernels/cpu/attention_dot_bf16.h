@@ -36,9 +36,10 @@ inline bool bf16_dot_available() {
 }
 
 // Whether the score products of a head_dim may come from AMX (head_dim a multiple of 32, the
-// K of one tile step): read once per attention call, as OCTET_CPU_ISA is.
+// K of one tile step): read once per attention call, as OCTET_CPU_ISA is. usable_amx implies
+// bf16_dot_available (AMX's CPUs have AVX512_BF16, and OCTET_CPU_ISA allows AVX-512).
 inline bool amx_dot_available(int64_t head_dim) {
-  return head_dim % 32 == 0 && bf16_dot_available() && usable_amx("attention");
+  return head_dim % 32 == 0 && usable_amx("attention");
 }
 
 #ifdef OCTET_HAVE_AMX

@@ -138,7 +138,7 @@ struct Fp8BlockGemm {
 // Whether this CPU has AVX512_BF16 and OCTET_CPU_ISA (read per call) allows AVX-512.
 bool fp8_block_gemm_available();
 // Whether a call with this slice runs on AMX: the CPU has AMX-BF16, OCTET_CPU_ISA is unset or
-// amx, and the slice is a multiple of 32 (AMX's K step).
+// amx, and the slice is a multiple of 32 (AMX's K step). Implies fp8_block_gemm_available().
 bool fp8_block_gemm_uses_amx(int64_t slice);
 size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice);
 // Needs fp8_block_gemm_available(); never allocates (workspace: the size above).

@@ -296,10 +296,12 @@ bool fp8_block_gemm_uses_amx(int64_t slice) {
 }
 
 size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice) {
-  // Either kernel may run (OCTET_CPU_ISA is read per call): room for both layouts.
+  // Where the CPU has AMX either kernel may run (OCTET_CPU_ISA is read per call): room for
+  // both layouts.
   slice = std::max<int64_t>(slice, 1);
-  return std::max(block_layout(m, n, k, slice, false).total(),
-                  block_layout(m, n, k, slice, true).total());
+  const size_t avx512 = block_layout(m, n, k, slice, false).total();
+  return hardware_has_amx_bf16() ? std::max(avx512, block_layout(m, n, k, slice, true).total())
+                                 : avx512;
 }
 
 void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {

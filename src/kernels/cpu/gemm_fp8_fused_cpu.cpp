@@ -756,7 +756,8 @@ Fp8ToF32 fp8_to_f32(DType dtype) {
 
 size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // The block micro-kernel's too, where the grids allow it (whether it runs is decided per call).
-  const int64_t slice = block_slice(d, o), rows = row_slice(d, o);
+  // Per-row grids take it only on AMX: no room for it on a CPU without.
+  const int64_t slice = block_slice(d, o), rows = hardware_has_amx_bf16() ? row_slice(d, o) : 0;
   const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
   const size_t row = rows == 0 ? 0 : block_workspace_bytes(d, rows);
   return std::max({fused_layout(d, o, c_dtype).total(), block, row});
@@ -861,7 +862,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   }
   const bool per_tensor = sa.grid_rows == 1 && sb.grid_rows == 1;
   const int64_t rows = row_slice(d, o);
-  if (!per_tensor && rows != 0 && fp8_block_gemm_available() && fp8_block_gemm_uses_amx(rows)) {
+  if (!per_tensor && rows != 0 && fp8_block_gemm_uses_amx(rows)) {
     run_block_gemm(a, b, c, o, d, sa, sb, rows);
     return true;
   }
