@@ -53,11 +53,17 @@ const AttnCase kCudaCases[] = {{4, 2, 64, 1},    {4, 4, 64, 17},   {4, 1, 128, 2
 // How the kernel under test evaluates the formulas; it decides the error bounds.
 enum class Path {
   fp32,   // the CPU kernels and the simple CUDA kernels: fp32 throughout
+  amx,    // the CPU's tiled kernels on AMX (bf16, head_dim a multiple of 32, OCTET_CPU_ISA
+          // allowing it): fp32, with P and dS split into three bf16 parts for their products
   flash,  // the CUDA tensor-core kernels (bf16 with head_dim 64 or 128)
 };
 Path path_of(Device device, DType dtype, const AttnCase& c) {
-  const bool flash =
-      device.is_cuda() && dtype == DType::bf16 && (c.head_dim == 64 || c.head_dim == 128);
+  if (device.is_cpu()) {
+    const bool amx =
+        dtype == DType::bf16 && c.head_dim % 32 == 0 && kernels::cpu::usable_amx("attention");
+    return amx ? Path::amx : Path::fp32;
+  }
+  const bool flash = dtype == DType::bf16 && (c.head_dim == 64 || c.head_dim == 128);
   return flash ? Path::flash : Path::fp32;
 }
 
@@ -80,8 +86,19 @@ struct Sum {
   void add(Approx x) { v += x.v, e += x.e, mag += std::abs(x.v) + x.e, ++n; }
   // fp32 adds in any order: testing::sum's bound.
   Approx fp32() const { return {v, e + (n > 1 ? testing::gamma(n - 1) * mag : 0.0)}; }
+  // A product's sum (q.k, dout.v; Path::amx takes them from tdpbf16ps, exact products added in
+  // fp32: fp32's bound).
   Approx on(Path path) const {
     return path == Path::flash ? Approx{v, e + 2.0 * n * kUTensorCore * mag} : fp32();
+  }
+  // A sum of products with P or dS (P v, dS k, dS q, P dout). Path::amx adds three exact terms
+  // per term, the products of P's or dS's three bf16 parts (kernels/cpu/attention_amx.h), whose
+  // magnitudes add to the term's: fp32's bound over 3n terms. Each part below 2^-126 and each
+  // product below it is flushed to zero: less than 3 2^-126 (1 + |other operand|) a term, with
+  // the other operands (v, k, q, dout) in [-1, 1] here.
+  Approx of_split_products(Path path) const {
+    if (path != Path::amx) return on(path);
+    return {v, e + testing::gamma(3 * n - 1) * mag + 6.0 * static_cast<double>(n) * 0x1p-126};
   }
 };
 
@@ -166,7 +183,8 @@ AttnReference reference(const AttnCase& c, const std::vector<double>& qkv,
         for (int64_t d = 0; d < hd; ++d) {
           Sum num;
           for (int64_t j = 0; j <= i; ++j) num.add(p_in[j] * x[v_at(b, j, g) + d]);
-          ref.out[o_at(b, i, h) + d] = testing::round_to(dtype, num.on(path) / l.fp32());
+          ref.out[o_at(b, i, h) + d] =
+              testing::round_to(dtype, num.of_split_products(path) / l.fp32());
         }
         ref.lse[(b * H + h) * S + i] = m + testing::log(l.fp32());
       }
@@ -186,7 +204,8 @@ AttnReference reference(const AttnCase& c, const std::vector<double>& qkv,
           }
         }
         for (int64_t d = 0; d < hd; ++d)
-          ref.dqkv[q_at(b, i, h) + d] = testing::round_to(dtype, dq[d].on(path) * scale);
+          ref.dqkv[q_at(b, i, h) + d] =
+              testing::round_to(dtype, dq[d].of_split_products(path) * scale);
       }
     }
   }
@@ -195,7 +214,8 @@ AttnReference reference(const AttnCase& c, const std::vector<double>& qkv,
       const int64_t at = t * W + col;
       const bool is_k = col < (H + c.n_kv_heads) * hd;
       if (dkv[at].n > 0)
-        ref.dqkv[at] = testing::round_to(dtype, is_k ? dkv[at].on(path) * scale : dkv[at].on(path));
+        ref.dqkv[at] = testing::round_to(dtype, is_k ? dkv[at].of_split_products(path) * scale
+                                                     : dkv[at].of_split_products(path));
     }
   }
   return ref;
@@ -268,11 +288,15 @@ class AttentionOnDevice : public ::testing::TestWithParam<Device> {};
 // product of two bf16 values (8-bit significands) is exact in fp32 and each is added to the fp32
 // sum with one rounding to nearest, so these are fp32 sums of exact terms in another order, within
 // the same (order-free) fp32 bound. Its denormal flushing changes a partial sum by less than
-// 2^-126, which inputs in [-1, 1] (no bf16 denormals) leave far below that bound. S=100 at head_dim
-// 64 spans four tiles with a partial last one; head_dim 20 leaves part of a vector of every
-// row unused; head_dim 44 takes the accumulation's three-vector rows (AVX-512) and a 32-lane
-// chunk then a partial one (AVX2).
-const AttnCase kCpuTileCases[] = {{2, 1, 64, 100}, {2, 1, 20, 45}, {2, 1, 44, 70}};
+// 2^-126, which inputs in [-1, 1] (no bf16 denormals) leave far below that bound. Where the
+// machine has AMX (OCTET_CPU_ISA=amx, its default), bf16 data with head_dim a multiple of 32 takes
+// every product from AMX's tiles, P and dS split into three bf16 parts: Path::amx. S=100 at
+// head_dim 64 spans four tiles with a partial last one; head_dim 20 leaves part of a vector of
+// every row unused; head_dim 44 takes the accumulation's three-vector rows (AVX-512) and a 32-lane
+// chunk then a partial one (AVX2). On AMX, head_dim 128 takes two groups of four column tiles
+// and 32 one group of two, at a partial last tile.
+const AttnCase kCpuTileCases[] = {
+    {2, 1, 64, 100}, {2, 1, 20, 45}, {2, 1, 44, 70}, {2, 1, 128, 70}, {2, 2, 32, 33}};
 
 // Runs `body` once per CPU instruction-set level (the machine's best last), or once on CUDA.
 template <typename Body>
@@ -383,8 +407,10 @@ TEST_P(AttentionOnDevice, ResultsAreTheSameBitsForAnyThreadCount) {
   testing::Rng rng(testing::fresh_seed());
   // Large enough for the kernels to start a team. The CPU backward runs one fused task per
   // (sequence, kv head) where those share out evenly over the team, otherwise two passes: on
-  // 4 threads the first case is fused, the second (2 such tasks) is not; on 1 both are.
-  std::vector<AttnCase> cases = {{4, 2, 16, 67}, {2, 1, 16, 67}};
+  // 4 threads the first case of each pair is fused, the second (2 such tasks) is not; on 1 all
+  // are. (The forward likewise: one task per kv head, or per query tile.) head_dim 64 takes the
+  // AMX products where the machine has them.
+  std::vector<AttnCase> cases = {{4, 2, 16, 67}, {2, 1, 16, 67}, {4, 2, 64, 67}, {2, 1, 64, 67}};
 #if defined(OCTET_CUDASIM)
   if (device.is_cuda()) cases.push_back({2, 1, 128, 130});  // emulated: shorter, still 3 tiles
 #else

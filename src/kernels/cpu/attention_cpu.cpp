@@ -22,22 +22,26 @@ constexpr size_t kAlign = 64;
 
 int64_t floats_per_thread(int64_t seq_len, int64_t head_dim) {
   // Scalar: the forward row (scores, q, acc), the dq task (q, dout row, dq) and the dk/dv
-  // task (dk, dv, q, dout row). Tiled: the forward tile (q, k^T, v, acc: 4 kTile hd, and
-  // kTile rows of scores) and the backward tiles (q, dout, k, k^T, v^T, two accumulators:
-  // 7 kTile hd; P and dS of two tiles: 4 kTile^2; 2 kTile row statistics; bf16 q and dout:
-  // kTile hd);
+  // task (dk, dv, q, dout row). Tiled: the forward tile (q, k^T, v, acc: 4 kTile hd, kTile
+  // rows of scores, 2 kTile row statistics, the AMX products' parts of P: kAmxForwardSplit)
+  // and the backward tiles (q, dout, k, k^T, v^T, two accumulators: 7 kTile hd; P and dS of
+  // two tiles: 4 kTile^2; 2 kTile row statistics; bf16 q and dout, and both transposed:
+  // 2 kTile hd; the AMX products' parts of dS and P: 7.5 kTile^2);
   // after those (at floats_per_thread(0, hd)) the fused backward task's q, dout, dq, dk and
-  // dv of the whole (padded) sequence, 2 statistics per row, bf16 q and dout (s_pad hd).
+  // dv of the whole (padded) sequence, 2 statistics per row, bf16 q and dout, and both
+  // transposed (2 s_pad hd); dk and dv 16 floats a row longer, q and dout transposed 32 bf16.
   const int64_t s_pad = (seq_len + kTile - 1) / kTile * kTile;
   const int64_t n = std::max({seq_len + 2 * head_dim, 3 * head_dim, (2 * kTile + 2) * head_dim,
-                              4 * kTile * head_dim + kTile * s_pad + 2 * kTile,
-                              8 * kTile * head_dim + 4 * kTile * kTile + 2 * kTile});
-  const int64_t fused =
-      s_pad == 0 ? 0 : floats_per_thread(0, head_dim) + 6 * s_pad * head_dim + 2 * s_pad;
+                              4 * kTile * head_dim + kTile * s_pad + 2 * kTile + kAmxForwardSplit,
+                              9 * kTile * head_dim + 12 * kTile * kTile + 2 * kTile});
+  const int64_t fused = s_pad == 0 ? 0
+                                   : floats_per_thread(0, head_dim) + 7 * s_pad * head_dim +
+                                         2 * s_pad + 64 * head_dim;
   // The forward task of one (sequence, kv head): the tile's pieces, then its keys
   // transposed and values for the whole (padded) sequence.
   const int64_t forward =
-      (4 * kTile * head_dim + kTile * s_pad + 2 * kTile + 15) / 16 * 16 + 2 * s_pad * head_dim;
+      (4 * kTile * head_dim + kTile * s_pad + 2 * kTile + kAmxForwardSplit + 15) / 16 * 16 +
+      2 * s_pad * head_dim;
   return (std::max({n, fused, forward}) + 15) / 16 * 16;
 }
 

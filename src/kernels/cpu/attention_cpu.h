@@ -2,8 +2,9 @@
 // packed qkv activation, the per-thread slices of the workspace and the tiled (AVX-512 or
 // AVX2, + SLEEF) kernels' entry points. Internal to kernels/cpu.
 // defines: cpu::attn::Layout, cpu::attn::Slices, cpu::attn::slices, cpu::attn::kTile,
-//          cpu::attn::Band, cpu::attn::kAllTerms, cpu::attn::floats_per_thread,
-//          cpu::attn::tiled_available, cpu::attn::tiled_forward, cpu::attn::tiled_backward
+//          cpu::attn::kAmxChunk, cpu::attn::kAmxForwardSplit, cpu::attn::Band,
+//          cpu::attn::kAllTerms, cpu::attn::floats_per_thread, cpu::attn::tiled_available,
+//          cpu::attn::tiled_forward, cpu::attn::tiled_backward
 #pragma once
 
 #include <algorithm>
@@ -32,6 +33,11 @@ struct Band {
   }
 };
 inline constexpr Band kAllTerms{-(int64_t{1} << 40), int64_t{1} << 40};
+
+// The tiled forward's keys per call of its AMX products (attention_amx.h), and the floats
+// of the three bf16 parts of a tile's P over that many keys.
+inline constexpr int64_t kAmxChunk = 4 * kTile;
+inline constexpr int64_t kAmxForwardSplit = 3 * kTile * kAmxChunk / 2;
 
 // Floats per thread of the workspace, enough for either kernel; a multiple of 64 bytes.
 int64_t floats_per_thread(int64_t seq_len, int64_t head_dim);

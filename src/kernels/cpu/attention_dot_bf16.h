@@ -8,8 +8,8 @@
 // exact products summed in fp32 with one rounding each, in AMX's order). Internal to
 // kernels/cpu (attention_tiled_cpu.cpp).
 // defines: OCTET_AVX512_BF16, cpu::attn::bf16_dot_available, cpu::attn::amx_dot_available,
-//          cpu::attn::AmxScores, cpu::attn::pack_rows16, cpu::attn::pack_pairs16,
-//          cpu::attn::tile_scores16
+//          cpu::attn::amx_scores_on, cpu::attn::AmxScores, cpu::attn::pack_rows16,
+//          cpu::attn::pack_pairs16, cpu::attn::tile_scores16
 #pragma once
 
 #include "kernels/cpu/vector_math.h"
@@ -80,6 +80,15 @@ OCTET_AMX inline void tile_scores16_amx(const uint16_t* a, const uint32_t* bp, i
   }
 }
 #endif
+
+// Whether this thread is inside an AmxScores that configured AMX's tiles.
+inline bool amx_scores_on() {
+#ifdef OCTET_HAVE_AMX
+  return t_amx_scores;
+#else
+  return false;
+#endif
+}
 
 // AMX's tiles set up for tile_scores16 on this thread for the scope's life, where `on`
 // (amx_dot_available): the tiled kernels open one inside each OpenMP region, per thread.

@@ -25,6 +25,7 @@
 #include "kernels/cpu/activation_cpu.h"
 #include "kernels/cpu/isa.h"
 
+#include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_dot_bf16.h"
 #include "kernels/cpu/attention_tile_ops.h"
 #include "kernels/cpu/attention_tile_ops_avx2.h"
