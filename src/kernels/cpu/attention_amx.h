@@ -75,34 +75,66 @@ OCTET_AMX inline void split_pairs3(const float* w, int64_t ldw, int64_t terms, u
   }
 }
 
+// Rows t and t + 1 of n bf16 rows (row stride `stride`), columns c..c + 15, as 16 32-bit lanes:
+// row t's value in the low half, row t + 1's in the high half (zero for rows past n).
+OCTET_AMX inline __m512i row_pair(const uint16_t* src, int64_t stride, int64_t t, int64_t n,
+                                  int64_t c) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i lo =
+      t < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + t * stride + c)) : zero;
+  const __m256i hi =
+      t + 1 < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (t + 1) * stride + c))
+                : zero;
+  return _mm512_or_si512(_mm512_cvtepu16_epi32(lo),
+                         _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+}
+
 // n rows of hd bf16 values (row stride `stride`, hd a multiple of 16) as an AMX B operand with
-// K along the rows: dst[t / 2 * hd + c] = row t's column c | row t + 1's << 16, for pair rows
-// up to `rows_pad` / 2 (zero past n).
+// K along the rows: dst[t / 2 * hd + c] = row_pair(t, c), for pair rows up to `rows_pad` / 2.
 OCTET_AMX inline void pack_row_pairs16(const uint16_t* src, int64_t stride, int64_t n,
                                        int64_t rows_pad, int64_t hd, uint32_t* dst) {
   for (int64_t t = 0; t < rows_pad; t += 2) {
-    for (int64_t c = 0; c < hd; c += 16) {
-      const __m256i zero = _mm256_setzero_si256();
-      const __m256i lo =
-          t < n ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + t * stride + c)) : zero;
-      const __m256i hi =
-          t + 1 < n
-              ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (t + 1) * stride + c))
-              : zero;
-      const __m512i pair = _mm512_or_si512(_mm512_cvtepu16_epi32(lo),
-                                           _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
-      _mm512_storeu_si512(dst + t / 2 * hd + c, pair);
-    }
+    for (int64_t c = 0; c < hd; c += 16)
+      _mm512_storeu_si512(dst + t / 2 * hd + c, row_pair(src, stride, t, n, c));
   }
 }
 
-// rows x hd bf16 values (row stride `stride`) transposed: dst[c * ld + r] for r < kTile (zero
-// for r >= rows): an AMX A operand with K along the rows of src.
-inline void pack_transposed16(const uint16_t* src, int64_t stride, int64_t rows, int64_t hd,
-                              uint16_t* dst, int64_t ld) {
-  for (int64_t c = 0; c < hd; ++c) std::fill(dst + c * ld + rows, dst + c * ld + kTile, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < hd; ++c) dst[c * ld + r] = src[r * stride + c];
+// r[k] = lane k of each of r[0..15]: a 16 x 16 transpose of 32-bit lanes.
+OCTET_AMX inline void transpose16x16(__m512i* r) {
+  __m512i t[16];
+  for (int k = 0; k < 16; k += 2) {
+    t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
+    t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 16; k += 4) {
+    r[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
+    r[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+    r[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
+    r[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+  }
+  for (int k = 0; k < 16; k += 8) {
+    for (int m = 0; m < 4; ++m) {
+      t[k + m] = _mm512_shuffle_i32x4(r[k + m], r[k + m + 4], 0x88);
+      t[k + m + 4] = _mm512_shuffle_i32x4(r[k + m], r[k + m + 4], 0xdd);
+    }
+  }
+  for (int m = 0; m < 8; ++m) {
+    r[m] = _mm512_shuffle_i32x4(t[m], t[m + 8], 0x88);
+    r[m + 8] = _mm512_shuffle_i32x4(t[m], t[m + 8], 0xdd);
+  }
+}
+
+// rows x hd bf16 values (row stride `stride`, hd a multiple of 16) transposed: dst[c * ld + r]
+// for r < kTile (zero for r >= rows), an AMX A operand with K along src's rows. Rows in pairs
+// (row_pair), each 16 x 16 block of pairs transposed as 32-bit lanes.
+OCTET_AMX inline void pack_transposed16(const uint16_t* src, int64_t stride, int64_t rows,
+                                        int64_t hd, uint16_t* dst, int64_t ld) {
+  static_assert(kTile == 32, "one block of 16 row pairs per 16 columns");
+  for (int64_t c = 0; c < hd; c += 16) {
+    __m512i r[16];
+    for (int p = 0; p < 16; ++p) r[p] = row_pair(src, stride, 2 * p, rows, c);
+    transpose16x16(r);
+    for (int k = 0; k < 16; ++k) _mm512_storeu_si512(dst + (c + k) * ld, r[k]);
   }
 }
 
