@@ -43,7 +43,8 @@ void attention_forward(const Tensor& qkv, const Tensor& out, const Tensor& lse, 
 //         and the k and v heads' gradients summed over the q heads that share them
 // Every element of dqkv is summed in a fixed order, whatever the thread count (and on
 // CUDA without atomics: the same bits on every run). The tensor-core path rounds P and dS
-// to bf16 before their products.
+// to bf16 before their products; the CPU's AMX path (bf16, head_dim a multiple of 32) splits
+// them exactly into three bf16 parts instead (kernels/cpu/attention_amx.h), keeping fp32 math.
 // dqkv must not overlap the inputs.
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                         const Tensor& dqkv, int64_t batch, int64_t seq_len, int64_t n_heads,
