@@ -121,18 +121,21 @@ OCTET_AVX512 inline void accumulate(float* c, int64_t rows, const float* w, int6
   }
 }
 
-// Row i of a forward tile's scores s (keys from 0 to `end`, a multiple of 16): m = max_{j <= i}
-// s_j, then s_j = exp(s_j - m) (0 for j > i), l = sum_j s_j.
-OCTET_AVX512 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_out, float* l_out) {
+// Row i of a forward tile's scores s (keys from 0 to `end`, a multiple of 16), each multiplied
+// by `scale` as it is read (1: already scaled): m = max_{j <= i} s_j, then s_j = exp(s_j - m) (0
+// for j > i), l = sum_j s_j.
+OCTET_AVX512 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_out, float* l_out,
+                                     float scale) {
+  const __m512 sc = _mm512_set1_ps(scale);
   __m512 mv = _mm512_set1_ps(-INFINITY);
   for (int64_t j = 0; j <= i; j += 16)
-    mv = _mm512_mask_max_ps(mv, causal(j, i), mv, _mm512_loadu_ps(s + j));
+    mv = _mm512_mask_max_ps(mv, causal(j, i), mv, _mm512_mul_ps(_mm512_loadu_ps(s + j), sc));
   const float m = _mm512_reduce_max_ps(mv);
   const __m512 mb = _mm512_set1_ps(m);
   __m512 lv = _mm512_setzero_ps();
   for (int64_t j = 0; j < end; j += 16) {
-    const __m512 p =
-        _mm512_maskz_mov_ps(causal(j, i), exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), mb)));
+    const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), sc);
+    const __m512 p = _mm512_maskz_mov_ps(causal(j, i), exp16(_mm512_sub_ps(x, mb)));
     _mm512_storeu_ps(s + j, p);
     lv = _mm512_add_ps(lv, p);
   }
@@ -141,13 +144,15 @@ OCTET_AVX512 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_
 }
 
 // Row i of a backward tile against the keys j0..j0 + T: p_j = exp(s_j - lse) (0 for key
-// j0 + j > i), given its scores in p, and ds_j = p_j (ds_j - d), given dout_i . v_j in ds.
+// j0 + j > i), given its scores in p (each multiplied by `scale` as it is read; 1: already
+// scaled), and ds_j = p_j (ds_j - d), given dout_i . v_j in ds.
 OCTET_AVX512 inline void probabilities_row(float* p, float* ds, int64_t j0, int64_t i, float lse,
-                                           float d) {
-  const __m512 lse_v = _mm512_set1_ps(lse), d_v = _mm512_set1_ps(d);
+                                           float d, float scale) {
+  const __m512 lse_v = _mm512_set1_ps(lse), d_v = _mm512_set1_ps(d), sc = _mm512_set1_ps(scale);
   for (int64_t j = 0; j < T; j += 16) {
     const __mmask16 m = causal(j0 + j, i);
-    const __m512 pv = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_loadu_ps(p + j), lse_v)));
+    const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(p + j), sc);
+    const __m512 pv = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(x, lse_v)));
     _mm512_storeu_ps(p + j, pv);
     _mm512_storeu_ps(ds + j, _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(ds + j), d_v)));
   }

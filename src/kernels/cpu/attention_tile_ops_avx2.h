@@ -148,17 +148,23 @@ OCTET_AVX2 inline void accumulate(float* c, int64_t rows, const float* w, int64_
   }
 }
 
-// Row i of a forward tile's scores s (keys from 0 to `end`, a multiple of 8): m = max_{j <= i}
-// s_j, then s_j = exp(s_j - m) (0 for j > i), l = sum_j s_j.
-OCTET_AVX2 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_out, float* l_out) {
+// Row i of a forward tile's scores s (keys from 0 to `end`, a multiple of 8), each multiplied by
+// `scale` as it is read (1: already scaled): m = max_{j <= i} s_j, then s_j = exp(s_j - m) (0 for
+// j > i), l = sum_j s_j.
+OCTET_AVX2 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_out, float* l_out,
+                                   float scale) {
+  const __m256 sc = _mm256_set1_ps(scale);
   __m256 mv = _mm256_set1_ps(-INFINITY);
-  for (int64_t j = 0; j <= i; j += 8)
-    mv = _mm256_blendv_ps(mv, _mm256_max_ps(mv, _mm256_loadu_ps(s + j)), causal(j, i));
+  for (int64_t j = 0; j <= i; j += 8) {
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), sc);
+    mv = _mm256_blendv_ps(mv, _mm256_max_ps(mv, x), causal(j, i));
+  }
   const float m = reduce_max8(mv);
   const __m256 mb = _mm256_set1_ps(m);
   __m256 lv = _mm256_setzero_ps();
   for (int64_t j = 0; j < end; j += 8) {
-    const __m256 p = _mm256_and_ps(causal(j, i), exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mb)));
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(s + j), sc);
+    const __m256 p = _mm256_and_ps(causal(j, i), exp8(_mm256_sub_ps(x, mb)));
     _mm256_storeu_ps(s + j, p);
     lv = _mm256_add_ps(lv, p);
   }
@@ -167,13 +173,14 @@ OCTET_AVX2 inline void softmax_row(float* s, int64_t i, int64_t end, float* m_ou
 }
 
 // Row i of a backward tile against the keys j0..j0 + T: p_j = exp(s_j - lse) (0 for key
-// j0 + j > i), given its scores in p, and ds_j = p_j (ds_j - d), given dout_i . v_j in ds.
+// j0 + j > i), given its scores in p (each multiplied by `scale` as it is read; 1: already
+// scaled), and ds_j = p_j (ds_j - d), given dout_i . v_j in ds.
 OCTET_AVX2 inline void probabilities_row(float* p, float* ds, int64_t j0, int64_t i, float lse,
-                                         float d) {
-  const __m256 lse_v = _mm256_set1_ps(lse), d_v = _mm256_set1_ps(d);
+                                         float d, float scale) {
+  const __m256 lse_v = _mm256_set1_ps(lse), d_v = _mm256_set1_ps(d), sc = _mm256_set1_ps(scale);
   for (int64_t j = 0; j < T; j += 8) {
-    const __m256 pv =
-        _mm256_and_ps(causal(j0 + j, i), exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), lse_v)));
+    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p + j), sc);
+    const __m256 pv = _mm256_and_ps(causal(j0 + j, i), exp8(_mm256_sub_ps(x, lse_v)));
     _mm256_storeu_ps(p + j, pv);
     _mm256_storeu_ps(ds + j, _mm256_mul_ps(pv, _mm256_sub_ps(_mm256_loadu_ps(ds + j), d_v)));
   }
