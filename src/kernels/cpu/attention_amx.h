@@ -21,7 +21,8 @@
 #if defined(OCTET_HAVE_AMX)
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
+
+#include "kernels/cpu/byte_transpose_avx512.h"
 
 namespace octet::kernels::cpu::attn {
 
@@ -99,43 +100,15 @@ OCTET_AMX inline void pack_row_pairs16(const uint16_t* src, int64_t stride, int6
   }
 }
 
-// r[k] = lane k of each of r[0..15]: a 16 x 16 transpose of 32-bit lanes.
-OCTET_AMX inline void transpose16x16(__m512i* r) {
-  __m512i t[16];
-  for (int k = 0; k < 16; k += 2) {
-    t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
-    t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
-  }
-  for (int k = 0; k < 16; k += 4) {
-    r[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]);
-    r[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
-    r[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]);
-    r[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
-  }
-  for (int k = 0; k < 16; k += 8) {
-    for (int m = 0; m < 4; ++m) {
-      t[k + m] = _mm512_shuffle_i32x4(r[k + m], r[k + m + 4], 0x88);
-      t[k + m + 4] = _mm512_shuffle_i32x4(r[k + m], r[k + m + 4], 0xdd);
-    }
-  }
-  for (int m = 0; m < 8; ++m) {
-    r[m] = _mm512_shuffle_i32x4(t[m], t[m + 8], 0x88);
-    r[m + 8] = _mm512_shuffle_i32x4(t[m], t[m + 8], 0xdd);
-  }
-}
-
-// rows x hd bf16 values (row stride `stride`, hd a multiple of 16) transposed: dst[c * ld + r]
-// for r < kTile (zero for r >= rows), an AMX A operand with K along src's rows. Rows in pairs
-// (row_pair), each 16 x 16 block of pairs transposed as 32-bit lanes.
+// rows x hd bf16 values (row stride `stride`, rows <= kTile) transposed: dst[c * ld + r] for
+// r < kTile (zero for r >= rows), an AMX A operand with K along src's rows; 32 columns at a
+// time by the quantize's word transpose.
 OCTET_AMX inline void pack_transposed16(const uint16_t* src, int64_t stride, int64_t rows,
                                         int64_t hd, uint16_t* dst, int64_t ld) {
-  static_assert(kTile == 32, "one block of 16 row pairs per 16 columns");
-  for (int64_t c = 0; c < hd; c += 16) {
-    __m512i r[16];
-    for (int p = 0; p < 16; ++p) r[p] = row_pair(src, stride, 2 * p, rows, c);
-    transpose16x16(r);
-    for (int k = 0; k < 16; ++k) _mm512_storeu_si512(dst + (c + k) * ld, r[k]);
-  }
+  static_assert(kTile == 32, "transpose32_words writes 32 words a row");
+  for (int64_t c = 0; c < hd; c += 32)
+    avx512::transpose32_words(src + c, stride, rows, std::min<int64_t>(32, hd - c), dst + c * ld,
+                              ld);
 }
 
 // One K step of 32 into C tile `ct` (column tile ct of the group; a literal: the tile

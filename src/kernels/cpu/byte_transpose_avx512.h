@@ -1,9 +1,10 @@
 // kernels/cpu/byte_transpose_avx512.h: a byte tile of up to 64 x 64 transposed with AVX-512BW
-// unpacks, the avx512 path of every byte transpose on the CPU (kernels/cpu/transpose_cpu.cpp,
+// unpacks (and a 16-bit word tile of up to 32 x 32: MX's transposed copies, the AMX attention's
+// q and dout), the avx512 path of every byte transpose on the CPU (kernels/cpu/transpose_cpu.cpp,
 // the transposed FP8 copies of kernels/cpu/quantize_cpu.cpp); byte_transpose_avx2.h is the AVX2
 // path, byte_transpose.h's 8 x 8 blocks the baseline's. Only included on x86-64 GCC/clang; the
 // functions carry their own target.
-// defines: cpu::avx512::transpose_tile64
+// defines: cpu::avx512::transpose_tile64, cpu::avx512::transpose32_words
 #pragma once
 
 #include <cstdint>
@@ -103,6 +104,54 @@ inline OCTET_AVX512_TARGET void transpose_tile64(const uint8_t* __restrict src, 
                                                  int64_t dst_ld) {
   if (h == 64 && w == 64) return transpose_tile64_impl<true>(src, src_ld, 64, 64, dst, dst_ld);
   transpose_tile64_impl<false>(src, src_ld, h, w, dst, dst_ld);
+}
+
+// out[c * ldo + r] = in[r * ld + c] for a block of `rows` x `cols` 16-bit words (both <= 32):
+// rows past `rows` read as zero (so out's 32 words of each written row are defined), rows of
+// out past `cols` not written. Unpacks by 16, 32 and 64 bits leave, in each 128-bit lane L of
+// c[8k + m], rows 8k .. 8k + 7 of column 8L + m; two lane shuffles gather the four lanes of
+// a column.
+inline OCTET_AVX512_TARGET void transpose32_words(const uint16_t* in, int64_t ld, int64_t rows,
+                                                  int64_t cols, uint16_t* out, int64_t ldo) {
+  const __mmask32 live = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
+  __m512i a[32], b[32];
+#pragma GCC unroll 32
+  for (int r = 0; r < 32; ++r)
+    a[r] = r < rows ? _mm512_maskz_loadu_epi16(live, in + r * ld) : _mm512_setzero_si512();
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; ++k) {
+    b[2 * k] = _mm512_unpacklo_epi16(a[2 * k], a[2 * k + 1]);
+    b[2 * k + 1] = _mm512_unpackhi_epi16(a[2 * k], a[2 * k + 1]);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {  // a[4k + j]: columns 8L + 2j, 8L + 2j + 1 of rows 4k .. 4k + 3
+    a[4 * k] = _mm512_unpacklo_epi32(b[4 * k], b[4 * k + 2]);
+    a[4 * k + 1] = _mm512_unpackhi_epi32(b[4 * k], b[4 * k + 2]);
+    a[4 * k + 2] = _mm512_unpacklo_epi32(b[4 * k + 1], b[4 * k + 3]);
+    a[4 * k + 3] = _mm512_unpackhi_epi32(b[4 * k + 1], b[4 * k + 3]);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {  // b[8k + m]: column 8L + m of rows 8k .. 8k + 7
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      b[8 * k + 2 * j] = _mm512_unpacklo_epi64(a[8 * k + j], a[8 * k + 4 + j]);
+      b[8 * k + 2 * j + 1] = _mm512_unpackhi_epi64(a[8 * k + j], a[8 * k + 4 + j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {
+    const __m512i u0 = _mm512_shuffle_i32x4(b[m], b[8 + m], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(b[m], b[8 + m], 0xEE);
+    const __m512i u2 = _mm512_shuffle_i32x4(b[16 + m], b[24 + m], 0x44);
+    const __m512i u3 = _mm512_shuffle_i32x4(b[16 + m], b[24 + m], 0xEE);
+    const __m512i column[4] = {
+        _mm512_shuffle_i32x4(u0, u2, 0x88), _mm512_shuffle_i32x4(u0, u2, 0xDD),
+        _mm512_shuffle_i32x4(u1, u3, 0x88), _mm512_shuffle_i32x4(u1, u3, 0xDD)};
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; ++l) {
+      if (8 * l + m < cols) _mm512_storeu_si512(out + (8 * l + m) * ldo, column[l]);
+    }
+  }
 }
 
 #undef OCTET_AVX512_INLINE
