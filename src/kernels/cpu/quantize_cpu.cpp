@@ -176,11 +176,18 @@ template <Isa kIsa, class Index>
 
 // ---- the loops ---------------------------------------------------------------
 
-template <class In>
-[[gnu::always_inline]] inline uint32_t amax_loop(const In* __restrict x, int64_t n) {
+[[gnu::always_inline]] inline uint32_t amax_loop(const float* __restrict x, int64_t n) {
   uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, mag_bits(x[i]));
   return m;
+}
+// bf16: the maximum of the 16-bit magnitudes, shifted once at the end (the same order as
+// mag_bits' f32 bits, NaN above Inf), so that the loop runs in 16-bit lanes: twice the
+// values a vector, and no widening.
+[[gnu::always_inline]] inline uint32_t amax_loop(const uint16_t* __restrict x, int64_t n) {
+  uint16_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max<uint16_t>(m, x[i] & 0x7FFFu);
+  return static_cast<uint32_t>(m) << 16;
 }
 
 // out = encode(x * scale); with kCount, also the values that overflowed the format
