@@ -3,7 +3,8 @@
 // ±Inf, ±0, f32 subnormals, FP8 subnormals, ties, the overflow boundary), and the
 // quantize kernels' encode loop built on it (kernels/cpu/quantize_cpu.cpp's avx512
 // variant). Only included on x86-64 GCC/clang; the functions carry their own target.
-// defines: cpu::avx512::encode16, cpu::avx512::count16, cpu::avx512::encode_run
+// defines: cpu::avx512::encode16, cpu::avx512::count16, cpu::avx512::encode_run,
+//          cpu::avx512::encode_wide_run
 #pragma once
 
 #include <cstdint>
@@ -165,6 +166,76 @@ inline OCTET_AVX512_TARGET void encode_run(const In* __restrict x, uint8_t* __re
     encode_run_as<In, kE4M3, kCount, false>(x, out, n, scale, saturate, saturated, flushed);
   } else {
     encode_run_as<In, kE4M3, kCount, true>(x, out, n, scale, saturate, saturated, flushed);
+  }
+}
+
+// encode_wide_run's 32 values at i: two vectors encoded as encode_step does, their codes packed
+// into 16-bit lanes, stored as bytes, and looked up in `table` (|code| -> the bf16 bits of its
+// value, four registers of 32 words: fp8_bf16_table) for their bf16 values, the sign or-ed in.
+// vpermt2w reads the low six bits of each index and bit 6 picks the half, so the other bits
+// of a lane (not zero in FP8-subnormal lanes, see encode16) are never read.
+template <class In, bool kE4M3, bool kCount, bool kNan, class Scale>
+OCTET_AVX512_INLINE void encode_wide32(const In* x, uint8_t* __restrict out, uint16_t* wide,
+                                       int64_t i, Scale scale, __m512i limit, const __m512i* table,
+                                       __m512i& sat, __m512i& flush) {
+  const __m512 x0 = load16<true>(x + i, __mmask16{0xFFFF});
+  const __m512 x1 = load16<true>(x + i + 16, __mmask16{0xFFFF});
+  const __m512 v0 = _mm512_mul_ps(x0, scale16<true>(scale, i, __mmask16{0xFFFF}));
+  const __m512 v1 = _mm512_mul_ps(x1, scale16<true>(scale, i + 16, __mmask16{0xFFFF}));
+  const __m512i c0 = encode16<kE4M3, kNan>(v0, limit);
+  const __m512i c1 = encode16<kE4M3, kNan>(v1, limit);
+  if constexpr (kCount) {
+    count16<kE4M3>(x0, v0, c0, sat, flush);
+    count16<kE4M3>(x1, v1, c1, sat, flush);
+  }
+  // The low words of c0's lanes, then c1's: words 0, 2, ..., 62 of the pair.
+  const __m512i even =
+      _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28, 26,
+                       24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i codes = _mm512_permutex2var_epi16(c0, even, c1);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi16_epi8(codes));
+  const __m512i lo = _mm512_permutex2var_epi16(table[0], codes, table[1]);
+  const __m512i hi = _mm512_permutex2var_epi16(table[2], codes, table[3]);
+  const __m512i mag =
+      _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), hi);
+  // mag | (code << 8 & 0x8000)
+  _mm512_storeu_si512(
+      wide + i, _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(codes, 8),
+                                          _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0xF8));
+}
+
+// encode_run that also writes each code's value as bf16 into wide[0, n): the bits of
+// fp8_to_bf16 (QuantizeOutputs::wide), computed while the codes are still in registers.
+// Whole vectors of 32 only: n % 32 == 0 (the caller runs the rest through encode_run). wide
+// may be x itself (bf16 x quantized in place): each vector is read before its values are written.
+template <class In, bool kE4M3, bool kCount, class Scale>
+inline OCTET_AVX512_TARGET void encode_wide_run(const In* x, uint8_t* __restrict out,
+                                                uint16_t* wide, int64_t n, Scale scale,
+                                                bool saturate, uint32_t amax_bits,
+                                                const uint16_t* table, uint64_t& saturated,
+                                                uint64_t& flushed) {
+  constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
+  __m512i t[4];
+  for (int r = 0; r < 4; ++r) t[r] = _mm512_loadu_si512(table + 32 * r);
+  const auto run = [&]<bool kNan>() {
+    constexpr int64_t kChunk = int64_t{1} << 20;  // as encode_run_as: exact 32-bit counts
+    for (int64_t begin = 0; begin < n; begin += kChunk) {
+      const int64_t end = n - begin > kChunk ? begin + kChunk : n;
+      __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
+      for (int64_t i = begin; i < end; i += 32) {
+        encode_wide32<In, kE4M3, kCount, kNan>(x, out, wide, i, scale, limit, t, sat, flush);
+      }
+      if constexpr (kCount) {
+        saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));
+        flushed += static_cast<uint64_t>(_mm512_reduce_add_epi32(flush));
+      }
+    }
+  };
+  if (amax_bits <= 0x7F800000u) {
+    run.template operator()<false>();
+  } else {
+    run.template operator()<true>();
   }
 }
 

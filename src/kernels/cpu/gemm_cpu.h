@@ -109,6 +109,8 @@ struct Fp8Widen {
 using Fp8ToBf16 = Fp8Widen<uint16_t>;
 using Fp8ToF32 = Fp8Widen<float>;
 Fp8ToBf16 fp8_to_bf16(DType dtype);
+// |code| -> the bf16 bits of its value (128 entries; NaNs 0x7FC0), what fp8_to_bf16 looks up.
+const uint16_t* fp8_bf16_table(DType dtype);
 Fp8ToF32 fp8_to_f32(DType dtype);
 // folded: power-of-two scales folded into the widened operands (bf16, or f32 on onednn-f32).
 enum class Fp8FusedKind : uint8_t { none, folded, row_epilogue, scaled_f32 };

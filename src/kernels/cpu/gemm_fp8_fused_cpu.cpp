@@ -250,6 +250,26 @@ OCTET_FP8_GEMM_EPILOGUE(baseline, )
 constexpr Loops kLoops_baseline = {widen_bf16_baseline, widen_bf16_blocks_baseline,
                                    widen_f32_baseline, widen_f32_blocks_baseline,
                                    epilogue_baseline};
+// |code| -> the bf16 bits of its value, for codes 0..127 of E4M3 or E5M2, four registers
+// of 32 words each: what vpermt2w looks up. Zero is 0; E4M3's NaN and E5M2's NaNs are
+// 0x7FC0, its Inf 0x7F80; every other value is a normal bf16 (FP8 subnormals included).
+struct Bf16Table {
+  alignas(64) std::array<uint16_t, 128> e4m3, e5m2;
+};
+const Bf16Table& bf16_table() {
+  static const Bf16Table t = [] {
+    Bf16Table b;
+    for (int v = 0; v < 128; ++v) {
+      const float x4 = e4m3_to_f32(static_cast<uint8_t>(v));
+      const float x5 = e5m2_to_f32(static_cast<uint8_t>(v));
+      b.e4m3[v] = std::isnan(x4) ? uint16_t{0x7FC0} : static_cast<uint16_t>(f32_bits(x4) >> 16);
+      b.e5m2[v] = std::isnan(x5) ? uint16_t{0x7FC0} : static_cast<uint16_t>(f32_bits(x5) >> 16);
+    }
+    return b;
+  }();
+  return t;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OCTET_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
 #define OCTET_AVX512 \
@@ -310,26 +330,6 @@ OCTET_AVX512 inline __m512 decode16_avx512(const uint8_t* in, __m512 scale, bool
   // E4M3's only NaN magnitude, 0x7F, would decode as 480: make it a quiet NaN.
   const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
   return _mm512_mask_mov_ps(v, nan, _mm512_set1_ps(NAN));
-}
-
-// |code| -> the bf16 bits of its value, for codes 0..127 of E4M3 or E5M2, four registers
-// of 32 words each: what vpermt2w looks up. Zero is 0; E4M3's NaN and E5M2's NaNs are
-// 0x7FC0, its Inf 0x7F80; every other value is a normal bf16 (FP8 subnormals included).
-struct Bf16Table {
-  alignas(64) std::array<uint16_t, 128> e4m3, e5m2;
-};
-const Bf16Table& bf16_table() {
-  static const Bf16Table t = [] {
-    Bf16Table b;
-    for (int v = 0; v < 128; ++v) {
-      const float x4 = e4m3_to_f32(static_cast<uint8_t>(v));
-      const float x5 = e5m2_to_f32(static_cast<uint8_t>(v));
-      b.e4m3[v] = std::isnan(x4) ? uint16_t{0x7FC0} : static_cast<uint16_t>(f32_bits(x4) >> 16);
-      b.e5m2[v] = std::isnan(x5) ? uint16_t{0x7FC0} : static_cast<uint16_t>(f32_bits(x5) >> 16);
-    }
-    return b;
-  }();
-  return t;
 }
 
 // 32 codes (kFull) or the first n < 32 of them -> bf16 of value x 2^shift: the magnitude
@@ -748,6 +748,10 @@ void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
 
 Fp8ToBf16 fp8_to_bf16(DType dtype) {
   return {pick_loops().widen_bf16, decode_table(dtype), dtype == DType::e4m3};
+}
+
+const uint16_t* fp8_bf16_table(DType dtype) {
+  return dtype == DType::e4m3 ? bf16_table().e4m3.data() : bf16_table().e5m2.data();
 }
 
 Fp8ToF32 fp8_to_f32(DType dtype) {

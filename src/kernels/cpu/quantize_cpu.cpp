@@ -53,8 +53,9 @@ constexpr int64_t kTile = 64;
 constexpr int64_t kTransposeRows = 512;
 // Blocks of one row narrower than this are encoded in runs of several blocks.
 constexpr int64_t kNarrowBlock = 256;
-// The bf16 widening (QuantizeOutputs::wide) follows the per-tensor encode this many values at a
-// time, while their codes are still in L1.
+// Below AVX-512 the bf16 widening (QuantizeOutputs::wide) follows the per-tensor encode this
+// many values at a time, while their codes are still in L1 (AVX-512 writes both from registers:
+// Kernels::encode_wide).
 constexpr int64_t kWidenPiece = 4096;
 
 // What the inner loops need to know, fixed for one quantize call.
@@ -264,6 +265,30 @@ struct EncodeSpan {
   [[gnu::always_inline]] static void run(const Job& j, const void* x, uint8_t* out, int64_t n,
                                          float scale, Stats* st) {
     encode_loop<In, kE4M3, kCount, kIsa>(static_cast<const In*>(x), out, n, scale, j.saturate, *st);
+  }
+};
+
+// encode_loop that also writes the codes' bf16 values (QuantizeOutputs::wide) from registers:
+// AVX-512 only (Kernels::encode_wide). Whole vectors of 32 go that way, the rest through
+// encode_loop and a widening of its codes.
+struct EncodeWideSpan {
+  static constexpr bool kFormat = true, kCount = true;
+  template <class In, bool kE4M3, bool kCount, Isa kIsa>
+  [[gnu::always_inline]] static void run(const Job& j, const void* xv, uint8_t* out, uint16_t* wide,
+                                         int64_t n, float scale, Stats* st) {
+    const In* x = static_cast<const In*>(xv);
+    const int64_t full = n / 32 * 32;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (kIsa == Isa::avx512) {
+      avx512::encode_wide_run<In, kE4M3, kCount>(
+          x, out, wide, full, scale, j.saturate, st->amax_bits,
+          fp8_bf16_table(kE4M3 ? DType::e4m3 : DType::e5m2), st->saturated, st->flushed);
+    }
+#endif
+    if (full < n) {
+      encode_loop<In, kE4M3, kCount, kIsa>(x + full, out + full, n - full, scale, j.saturate, *st);
+      fp8_to_bf16(kE4M3 ? DType::e4m3 : DType::e5m2)(out + full, wide + full, n - full);
+    }
   }
 };
 
@@ -580,6 +605,9 @@ struct Kernels {
   // not divide the row (Rows above): x, h, cols, bc, out, scale_inv. nullptr below AVX-512.
   void (*rows)(const Job&, const void*, int64_t, int64_t, int64_t, uint8_t*, void*,
                Stats*) = nullptr;
+  // encode that also writes wide (EncodeWideSpan): x, out, wide, n, scale. nullptr below AVX-512.
+  void (*encode_wide)(const Job&, const void*, uint8_t*, uint16_t*, int64_t, float,
+                      Stats*) = nullptr;
 };
 
 #define OCTET_QUANTIZE_VARIANT(name, vec, attributes)                                              \
@@ -635,9 +663,14 @@ void transposed_by_rows_avx512(const Job& j, const void* x, int64_t rows, int64_
         static_cast<char*>(scale_inv_t) + scale_index * static_cast<int64_t>(scale_size), &unused);
   }
 }
-constexpr Kernels kKernels_avx512 = {amax_avx512_base,          encode_avx512_base,
-                                     band_avx512_base,          transposed_avx512_base,
-                                     transposed_by_rows_avx512, rows_avx512};
+// Kernels::encode_wide.
+void encode_wide_avx512(const Job& j, const void* x, uint8_t* out, uint16_t* wide, int64_t n,
+                        float scale, Stats* st) {
+  dispatch<EncodeWideSpan, Isa::avx512>(j, x, out, wide, n, scale, st);
+}
+constexpr Kernels kKernels_avx512 = {
+    amax_avx512_base,          encode_avx512_base, band_avx512_base,  transposed_avx512_base,
+    transposed_by_rows_avx512, rows_avx512,        encode_wide_avx512};
 #endif
 #undef OCTET_QUANTIZE_VARIANT
 
@@ -696,6 +729,9 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
     s.amax_bits = amax_known ? amax_bits : 0xFFFFFFFFu;  // the bound encode_loop reads
     if (wide == nullptr) {
       k.encode(j, byte_offset(x.data, begin, in_size), data + begin, count, scale, &s);
+    } else if (k.encode_wide != nullptr) {
+      k.encode_wide(j, byte_offset(x.data, begin, in_size), data + begin, wide + begin, count,
+                    scale, &s);
     } else {
       for (int64_t p = begin; p < begin + count; p += kWidenPiece) {
         const int64_t m = std::min(kWidenPiece, begin + count - p);
