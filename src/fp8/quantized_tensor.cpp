@@ -38,8 +38,12 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
       cols_(cols) {
   OCTET_CHECK(max_rows >= 0 && cols >= 0, "quantized tensor", "negative shape [", max_rows, ", ",
               cols, "]");
-  widened_ =
-      with_transpose && copy == TransposedCopy::widened_on_cpu && widens(device, recipe, role);
+  widened_ = with_transpose &&
+             (copy == TransposedCopy::widened_on_cpu || copy == TransposedCopy::widened_in_place) &&
+             widens(device, recipe, role);
+  in_place_ = widened_ && copy == TransposedCopy::widened_in_place;
+  OCTET_CHECK(!in_place_ || shared_data_t.empty(), "quantized tensor",
+              "shared storage for a wide copy that lives in x (widened_in_place)");
   const size_t n = static_cast<size_t>(max_rows * cols);
   const size_t n_t = widened_ ? 2 * n : n;  // wide is bf16
   for (const auto& [shared, need] : {std::pair{&shared_data, n}, std::pair{&shared_data_t, n_t}}) {
@@ -50,7 +54,8 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
   }
   OCTET_CHECK(with_transpose || shared_data_t.empty(), "quantized tensor",
               "shared storage for a transposed copy that this tensor does not have");
-  const bool own_data = shared_data.empty(), own_data_t = with_transpose && shared_data_t.empty();
+  const bool own_data = shared_data.empty(),
+             own_data_t = with_transpose && shared_data_t.empty() && !in_place_;
   storage_ = Arena(device);
   const Arena::Region data_region = own_data ? storage_.add_bytes("data", n) : -1;
   scale_region_ = storage_.add_bytes("scale_inv", max_scale_bytes(max_rows, cols, grid_, false));
@@ -89,6 +94,17 @@ void QuantizedTensor::set_rows(int64_t rows) {
   }
 }
 
+void QuantizedTensor::widen_into(const Tensor& x) {
+  OCTET_CHECK(in_place_, "quantized tensor",
+              "widen_into on a tensor not made widened_in_place (on the CPU, per-tensor scales)");
+  OCTET_CHECK(x.dtype == DType::bf16 && x.device == storage_.device() && x.shape.rank() == 2 &&
+                  x.cols() == cols_ && x.rows() <= max_rows_ && x.data != nullptr,
+              "quantized tensor", "quantizing in place needs x bf16[<= ", max_rows_, ", ", cols_,
+              "] on ", device_name(storage_.device()), " (its values are written over it), got ",
+              x.str());
+  wide_base_ = x.data;
+}
+
 void QuantizedTensor::use_scaling_state(DelayedScalingState& state) {
   if (!stateful_) return;
   OCTET_CHECK(scaling_state_ == nullptr, "quantized tensor",
@@ -103,6 +119,7 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
               "quantize", "the quantized tensor was made for another recipe than ", recipe.str());
   OCTET_CHECK(x.cols() == q.cols(), "quantize", "x has ", x.cols(), " columns but the quantized ",
               "tensor was made for ", q.cols());
+  if (q.widened_in_place()) q.widen_into(x);
   q.set_rows(x.rows());
   kernels::QuantizeOptions options;
   options.grid = q.grid();

@@ -21,6 +21,12 @@ enum class TransposedCopy : uint8_t {
   // scale makes xᵀ's codes the transpose of x's). No data_t, no widening in the GEMMs. Other
   // devices and grids: codes.
   widened_on_cpu,
+  // As widened_on_cpu, but `wide` is the quantized x itself: quantize() writes the values over
+  // x (bf16), and `wide` views x until the next quantize(). The caller gives up x's contents
+  // and keeps x's memory as it is until the last GEMM that reads this tensor. No storage of
+  // its own for wide, and no stream of stores into a second buffer (the values go into lines
+  // the quantize has just read). Where the tensor does not widen: codes.
+  widened_in_place,
 };
 
 // Storage is allocated once, for up to `max_rows` rows, when the layer is built;
@@ -43,6 +49,9 @@ class QuantizedTensor {
 
   // Views data (and the rest) as [rows, cols]; rows <= max_rows.
   void set_rows(int64_t rows);
+  // widened_in_place: from the next set_rows() on, `wide` views x's memory (quantize() calls
+  // it with the x it writes over).
+  void widen_into(const Tensor& x);
   // Whether quantize() also counts saturated and flushed values (on by default). The
   // count costs a little on every call; a trainer turns it on for the steps it reports.
   // Off, `counts` keeps the numbers of the last counted quantization.
@@ -60,6 +69,7 @@ class QuantizedTensor {
   Role role() const { return role_; }
   bool has_transpose() const { return has_transpose_; }
   bool widened() const { return widened_; }
+  bool widened_in_place() const { return in_place_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
 
@@ -81,7 +91,8 @@ class QuantizedTensor {
   kernels::ScaleGrid grid_;
   Role role_ = Role::activation;
   bool has_transpose_ = false;
-  bool widened_ = false;  // the transposed copy is `wide` (TransposedCopy::widened_on_cpu)
+  bool widened_ = false;   // the transposed copy is `wide` (TransposedCopy::widened_on_cpu)
+  bool in_place_ = false;  // and wide is x itself (TransposedCopy::widened_in_place)
   bool counting_ = true;
   bool stateful_ = false;
   DelayedScalingState* scaling_state_ = nullptr;
@@ -94,6 +105,8 @@ class QuantizedTensor {
 // tensor's state (by default the slot q took with use_scaling_state()): the scale comes
 // from it and this amax is recorded into its history (the update after the step turns
 // it into the next scale). Otherwise they are unused.
+// A tensor made widened_in_place writes its values over x, which must be bf16 [rows, cols] on
+// the tensor's device.
 void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
               DelayedScalingState* delayed = nullptr, int slot = -1);
 

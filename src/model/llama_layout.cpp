@@ -55,20 +55,21 @@ std::string layer_name(int64_t l, const char* rest) {
 }  // namespace
 
 // fp8: the inputs of the block linears that only their forward reads (the norms'
-// outputs and SwiGLU's) are shared by all layers: backward reads x's FP8 transposed
-// copy instead. Under fp32/bf16 each layer keeps them for wgrad.
+// outputs and SwiGLU's) are shared by all layers (share_inputs): backward reads x's FP8
+// transposed copy instead. Under fp32/bf16 each layer keeps them for wgrad, and so it does
+// under fp8 where the linears quantize them in place (their copy is then x itself).
 Llama::Activations::Activations(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt,
-                                bool fp8, Device device)
+                                bool share_inputs, Device device)
     : arena(device),
       resid(static_cast<size_t>(c.num_hidden_layers + 1)),
       layer(static_cast<size_t>(c.num_hidden_layers)) {
   const int64_t t = batch * seq, d = c.hidden_size, f = c.intermediate_size, q = c.qkv_size();
   Arena& a = arena;
-  const Arena::Region shared_ln = fp8 ? a.add("shared ln", dt, {t, d}) : -1;
-  const Arena::Region shared_h = fp8 ? a.add("shared h", dt, {t, f}) : -1;
+  const Arena::Region shared_ln = share_inputs ? a.add("shared ln", dt, {t, d}) : -1;
+  const Arena::Region shared_h = share_inputs ? a.add("shared h", dt, {t, f}) : -1;
   for (Tensor& r : resid) a.add("resid", dt, {t, d}, &r);
   for (PerLayer& p : layer) {
-    if (fp8) {
+    if (share_inputs) {
       a.bind(shared_ln, &p.ln1);
       a.bind(shared_ln, &p.ln2);
       a.bind(shared_h, &p.h);
@@ -154,7 +155,14 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
     fp8_scratch_ = Buffer(device, bytes);
     fp8_scratch = fp8_scratch_.view(DType::u8, {static_cast<int64_t>(bytes)});
   }
-  auto linear = [&](int64_t in, int64_t out) {
+  // Where the block linears quantize in place (the CPU, per-tensor scales), the inputs only
+  // they read take their FP8 copies: the norms' outputs and SwiGLU's (x of qkv, gate_up and
+  // down, each layer's own then), and the gradients at qkv and gate_up (dy). Not x of o
+  // (attention's output, which its backward reads) nor dy of o and down (the residual
+  // stream's gradient, which the adds read).
+  const bool in_place =
+      fp8 && nn::Linear::quantizes_in_place(device, options_.recipe, fp8::Role::activation);
+  auto linear = [&](int64_t in, int64_t out, bool x_in_place, bool dy_in_place) {
     return nn::Linear({.in_features = in,
                        .out_features = out,
                        .bias = false,
@@ -164,15 +172,17 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
                        .device = device,
                        .shared_workspace = true,
                        .fp8_scratch = fp8_scratch,
-                       .scaling_state = scaling_state_.get()});
+                       .scaling_state = scaling_state_.get(),
+                       .fp8_x_in_place = in_place && x_in_place,
+                       .fp8_dy_in_place = in_place && dy_in_place});
   };
   layers_.reserve(config_.num_hidden_layers);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     Layer& layer = layers_.emplace_back();
-    layer.qkv = linear(d, q);
-    layer.o = linear(d, d);
-    layer.gate_up = linear(d, 2 * f);
-    layer.down = linear(f, d);  // the norm weights are bound in bind_linears()
+    layer.qkv = linear(d, q, true, true);
+    layer.o = linear(d, d, false, false);
+    layer.gate_up = linear(d, 2 * f, true, true);
+    layer.down = linear(f, d, true, false);  // the norm weights are bound in bind_linears()
   }
   scaling_state_->allocate();
   nn::LinearConfig head;  // the LM head stays in bf16 under fp8 (DESIGN.md)
@@ -198,7 +208,8 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   }
   bind_linears();
 
-  act_ = std::make_unique<Activations>(config_, options_.batch, options_.seq_len, dt, fp8, device);
+  act_ = std::make_unique<Activations>(config_, options_.batch, options_.seq_len, dt,
+                                       fp8 && !in_place, device);
 }
 
 Llama::~Llama() = default;

@@ -36,7 +36,10 @@ struct Llama::Activations {
   Tensor rope_table;
   Tensor loss_sum;  // f32[1]: what the loss-returning forward() reads back
 
-  Activations(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, bool fp8, Device device);
+  // share_inputs: the block linears' inputs that only their forward reads (the norms' outputs
+  // and SwiGLU's) are one buffer for all layers (fp8, where backward reads x's FP8 copy).
+  Activations(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, bool share_inputs,
+              Device device);
 };
 
 }  // namespace octet::model

@@ -66,6 +66,11 @@ size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_fe
   return static_cast<size_t>(std::max(max_tokens * in_features, dy_bytes));
 }
 
+bool Linear::quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::Role role) {
+  // A GEMM in bf16 reads x or dy itself after the quantize.
+  return fp8::QuantizedTensor::widens(device, recipe, role) && recipe.bf16_gemms == 0;
+}
+
 Linear::Linear(const LinearConfig& config) : config_(config) {
   const int64_t in = config.in_features, out = config.out_features, tokens = config.max_tokens;
   OCTET_CHECK(in > 0 && out > 0, kOp, "in_features and out_features must be positive, got ", in,
@@ -88,6 +93,10 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
     // On the CPU under per-tensor scales the transposed copies are widened (linear.h).
     const auto copy = fp8::TransposedCopy::widened_on_cpu;
     const bool dy_widened = fp8::QuantizedTensor::widens(device, recipe, fp8::Role::gradient);
+    const bool x_in_place =
+        config.fp8_x_in_place && quantizes_in_place(device, recipe, fp8::Role::activation);
+    const bool dy_in_place =
+        config.fp8_dy_in_place && quantizes_in_place(device, recipe, fp8::Role::gradient);
     Tensor x_data, dy_data, dy_data_t;
     if (!config.fp8_scratch.empty()) {
       const Tensor& s = config.fp8_scratch;
@@ -103,12 +112,14 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
           Tensor(base + tokens * out, DType::u8, {(dy_widened ? 2 : 1) * tokens * out}, device);
     }
     const bool with_transpose = true;  // every operand is read transposed by a backward GEMM
+    const auto in_place = fp8::TransposedCopy::widened_in_place;
     qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, with_transpose,
-                               x_data, Tensor(), copy);
+                               x_data, Tensor(), x_in_place ? in_place : copy);
     qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, with_transpose, Tensor(),
                                Tensor(), copy);
     qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, with_transpose,
-                                dy_data, dy_data_t, copy);
+                                dy_data, dy_in_place ? Tensor() : dy_data_t,
+                                dy_in_place ? in_place : copy);
     fp8::DelayedScalingState* state = config.scaling_state;
     if (state == nullptr) {
       own_scaling_state_ = std::make_unique<fp8::DelayedScalingState>(device, recipe.delayed);

@@ -35,6 +35,14 @@ struct LinearConfig {
   // their slots, owned by the caller, who allocates and updates it (a model shares one
   // so that all scales update in one call). nullptr: the layer keeps a state of its own.
   fp8::DelayedScalingState* scaling_state = nullptr;
+  // Under fp8, where the layer quantizes in place (quantizes_in_place(): the CPU, per-tensor
+  // scales, every GEMM in FP8): forward writes x's quantized values over x itself and wgrad
+  // reads them there (fp8::TransposedCopy::widened_in_place), so that x's widened copy needs no
+  // memory of its own and no second stream of stores. The caller then gives up x's values after
+  // forward, and keeps its memory as it is until backward (as under bf16). Likewise dy in
+  // backward (no need to keep it). Elsewhere ignored.
+  bool fp8_x_in_place = false;
+  bool fp8_dy_in_place = false;
 };
 
 // W's FP8 copies made elsewhere (dist/fp8_weights.h: gathered from every rank's shard):
@@ -94,6 +102,9 @@ class Linear {
   void update_scaling();
 
   const LinearConfig& config() const { return config_; }
+  // Whether a layer on `device` under `recipe` would quantize its x (activation) or dy
+  // (gradient) in place when asked to (LinearConfig::fp8_x_in_place, fp8_dy_in_place).
+  static bool quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::Role role);
   // Bytes of GEMM workspace the layer's forward and backward need.
   size_t workspace_bytes() const { return workspace_bytes_; }
   // With config.shared_workspace: u8 [>= workspace_bytes()] on the layer's device, kept

@@ -955,6 +955,60 @@ TEST(ScaledGemmArguments, QuantizeIntoAWidenedTensorWritesDatasValues) {
   }
 }
 
+// A tensor made widened_in_place writes into x what a widened_on_cpu one writes into its own
+// wide (bit for bit, the same codes and scale), views x as wide, and keeps no storage for it.
+// It refuses an x that cannot hold the values (f32) and shared storage for the copy; other
+// grids keep codes.
+TEST(ScaledGemmArguments, QuantizeInPlaceWritesTheWideCopyOverX) {
+  testing::Rng rng(testing::fresh_seed());
+  const fp8::Recipe recipe = fp8::Recipe::parse("tensor-current");
+  const int64_t rows = 48, cols = 80;
+  fp8::QuantizedTensor in_place(Device::cpu(), rows, cols, recipe, Role::gradient, true, Tensor(),
+                                Tensor(), fp8::TransposedCopy::widened_in_place);
+  EXPECT_TRUE(in_place.widened());
+  EXPECT_TRUE(in_place.widened_in_place());
+  EXPECT_EQ(in_place.wide.data, nullptr);  // nothing of its own before a quantize
+  HostTensors s;
+  const Tensor x = s.make(DType::bf16, {rows, cols});
+  std::normal_distribution<double> normal(0.0, 3.0);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.as<uint16_t>()[i] = f32_to_bf16(static_cast<float>(normal(rng)));
+  const std::vector<uint16_t> before(x.as<uint16_t>(), x.as<uint16_t>() + x.numel());
+  // The first 32 rows only: set_rows re-views the copy for the rows of the call.
+  const Tensor x32(x.data, DType::bf16, {32, cols});
+  fp8::QuantizedTensor own32(Device::cpu(), rows, cols, recipe, Role::gradient, true, Tensor(),
+                             Tensor(), fp8::TransposedCopy::widened_on_cpu);
+  fp8::quantize(x32, own32, recipe);
+  fp8::quantize(x32, in_place, recipe);
+  EXPECT_EQ(in_place.wide.data, x.data);
+  EXPECT_EQ(in_place.wide.shape, (Shape{32, cols}));
+  EXPECT_EQ(std::memcmp(in_place.data.data, own32.data.data, 32 * cols), 0);
+  EXPECT_EQ(in_place.scale_inv.as<float>()[0], own32.scale_inv.as<float>()[0]);
+  EXPECT_EQ(std::memcmp(x.data, own32.wide.data, 32 * cols * 2), 0);
+  // Rows past the call's are untouched.
+  EXPECT_EQ(
+      std::memcmp(x.as<uint16_t>() + 32 * cols, before.data() + 32 * cols, (rows - 32) * cols * 2),
+      0);
+
+  const Tensor xf = s.make(DType::f32, {rows, cols});
+  expect_gemm_error([&] { fp8::quantize(xf, in_place, recipe); }, "[quantized tensor] ",
+                    "quantizing in place needs x bf16[<= 48, 80] on cpu");
+  const Tensor shared = s.make(DType::u8, {2 * rows * cols});
+  expect_gemm_error(
+      [&] {
+        fp8::QuantizedTensor q(Device::cpu(), rows, cols, recipe, Role::gradient, true, Tensor(),
+                               shared, fp8::TransposedCopy::widened_in_place);
+      },
+      "[quantized tensor] ", "shared storage for a wide copy that lives in x");
+  fp8::QuantizedTensor row(Device::cpu(), rows, cols, fp8::Recipe::parse("row"), Role::activation,
+                           true, Tensor(), Tensor(), fp8::TransposedCopy::widened_in_place);
+  EXPECT_FALSE(row.widened());
+  EXPECT_FALSE(row.widened_in_place());
+  EXPECT_FALSE(row.data_t.empty());
+  expect_gemm_error([&] { row.widen_into(x); }, "[quantized tensor] ",
+                    "widen_into on a tensor not made widened_in_place");
+}
+
 // ---- accuracy on outlier-heavy inputs: the end-to-end claim for finer scale grids ----
 
 // x [rows, cols]: normal(0, sigma) with a share `density` of the values multiplied by a

@@ -460,6 +460,53 @@ TEST(LinearFp8Cpu, ASharedScratchOfTheStatedSizeServesTheLayerAndAShorterOneIsRe
   }
 }
 
+// A layer that quantizes x and dy in place (LinearConfig::fp8_x_in_place, fp8_dy_in_place) gives
+// what one with copies of its own gives, bit for bit, over two steps of different inputs; its x
+// then holds the values x was quantized to. Where it does not quantize in place (row scaling, a
+// GEMM in bf16 that reads x and dy) x keeps its values.
+TEST(LinearFp8Cpu, QuantizingInPlaceGivesTheSameBitsAsACopyOfItsOwn) {
+  const int64_t t = 48, in = 32, out = 64;
+  const uint64_t seed = testing::fresh_seed();
+  for (const char* name :
+       {"tensor-current", "tensor-delayed", "row", "tensor-current:bf16=wgrad"}) {
+    const fp8::Recipe recipe = fp8::Recipe::parse(name);
+    SCOPED_TRACE(recipe.str());
+    const bool in_place = nn::Linear::quantizes_in_place(Device::cpu(), recipe, Role::activation);
+    EXPECT_EQ(in_place, recipe.mode != ScalingMode::row && recipe.bf16_gemms == 0);
+    EXPECT_EQ(nn::Linear::quantizes_in_place(Device::cpu(), recipe, Role::gradient), in_place);
+    nn::LinearConfig config = fp8_config(recipe, in, out, t, Device::cpu());
+    config.fp8_x_in_place = config.fp8_dy_in_place = true;
+    testing::Rng rng_a(seed), rng_b(seed);
+    LinearHarness own(fp8_config(recipe, in, out, t, Device::cpu()), rng_a);
+    LinearHarness with(config, rng_b);
+    testing::Rng data(seed + 1);
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> x = testing::random_normal(t * in, 1.0 + step, DType::bf16, data);
+      const std::vector<float> dy = testing::random_normal(t * out, 1.0, DType::bf16, data);
+      EXPECT_EQ(with.forward(x), own.forward(x));
+      const std::vector<float> x_after = with.x.read(t * in);
+      if (in_place) {
+        // The codes' values: each on the E4M3 grid and, under tensor-current (scale 448 /
+        // amax, rounded to f32: 2^-24), within half an E4M3 step of x times the scale: 2^-4
+        // relative for normals, 2^-10 absolute below 2^-6.
+        double amax = 0.0;
+        for (float v : x) amax = std::max(amax, std::fabs(double{v}));
+        for (int64_t i = 0; i < t * in; ++i) {
+          const float v = x_after[static_cast<size_t>(i)];
+          ASSERT_EQ(e4m3_to_f32(f32_to_e4m3(v)), v) << "value " << i;
+          if (recipe.mode != ScalingMode::tensor_current) continue;
+          const double want = x[static_cast<size_t>(i)] * (448.0 / amax);
+          ASSERT_NEAR(v, want, std::fabs(want) * (0x1p-4 + 0x1p-23) + 0x1p-10) << "value " << i;
+        }
+      } else {
+        EXPECT_EQ(x_after, x);
+      }
+      EXPECT_EQ(with.backward(dy), own.backward(dy));
+      EXPECT_EQ(with.weight_grad.read(), own.weight_grad.read());
+    }
+  }
+}
+
 TEST(LinearStats, AreZeroUnderFp32AndBf16) {
   testing::Rng rng(testing::fresh_seed());
   for (nn::Precision p : {nn::Precision::fp32, nn::Precision::bf16}) {
