@@ -71,6 +71,31 @@ def test_no_guard_leaves_out_the_guards_bf16_twin(tiny_json):
     assert with_twin - without >= 125248 * 8
 
 
+def test_interleave_times_a_cells_runs_together_and_reports_the_same_runs(tiny_json):
+    """--interleave steps bf16 and each recipe in turn: the same runs and losses as one after
+    the other (the same training steps), medians of the steps, the cell's peak for every run and
+    no memory ratio."""
+    proc = octet("--device", "cpu", "--model", "tiny", "--steps", "3", "--warmup", "1",
+                 "--recipe", "tensor-current,row", "--interleave", "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["interleave"] is True and tiny_json["interleave"] is False
+    runs = {(r["precision"], r["recipe"]): r for r in doc["runs"]}
+    assert set(runs) == {("bf16", None), ("fp8", "tensor-current"), ("fp8", "row")}
+    one_by_one = octet("--device", "cpu", "--model", "tiny", "--steps", "3", "--warmup", "1",
+                       "--recipe", "tensor-current,row", "--json")
+    alone = {(r["precision"], r["recipe"]): r for r in json.loads(one_by_one.stdout)["runs"]}
+    peaks = {r["peak_bytes"] for r in runs.values()}
+    assert len(peaks) == 1  # the cell's: all three trainers at once
+    for key, r in runs.items():
+        assert r["error"] is None and r["step_seconds"] > 0
+        assert r["loss"] == alone[key]["loss"]  # the same four steps of the same runs
+        assert r["peak_bytes"] > alone[key]["peak_bytes"]
+        assert r["peak_bytes_vs_bf16"] is None
+        assert r["speedup_vs_bf16"] == pytest.approx(
+            runs[("bf16", None)]["step_seconds"] / r["step_seconds"])
+    assert "interleaved" in proc.stderr
+
+
 def test_tiny_model_flops_match_a_hand_count(tiny_json):
     # Matmul weights: 2 layers x (q 64x64 + k 32x64 + v 32x64 + o 64x64 + 3 x 64x176)
     # + LM head 256x64 = 108544; causal attention 6 x layers 2 x S 64 x d 64 = 49152 per token.

@@ -30,7 +30,8 @@ namespace {
 
 constexpr const char* kFooter = R"(What the numbers mean:
   step ms     wall time of one optimizer step: the mean over the timed steps, the device
-              synchronised before the first and after the last (never inside the loop)
+              synchronised before the first and after the last (never inside the loop);
+              with --interleave the median of the steps, each timed alone
   tokens/s    batch x seq / step time
   TFLOP/s     model FLOPs / step time, model FLOPs = 6 x (transformer matmul weights + LM head)
               x tokens + causal attention 6 x layers x seq x hidden x tokens, the same for
@@ -40,7 +41,7 @@ constexpr const char* kFooter = R"(What the numbers mean:
               before the Trainer is built: parameters, gradients, AdamW state, activations,
               FP8 copies and workspaces (not the CUDA context or cuBLASLt's own memory)
   speedup     the bf16 step time of the same model, batch and seq / this run's step time
-  mem/bf16    this run's peak / that of bf16
+  mem/bf16    this run's peak / that of bf16 (not with --interleave, whose peak is the cell's)
 fp8 runs build the convergence guard's bf16 twin, as `octet train` does by default: a whole
 second model (master weights, gradients, working weights, activations) that their peak counts;
 --no-guard leaves it out (the bench never evaluates, so the twin checks nothing here).
@@ -71,7 +72,8 @@ struct Options {
   int64_t warmup = 3, steps = 10;
   std::optional<double> peak_tflops;
   bool json = false, sweep = false;
-  bool guard = true;  // fp8 runs build the guard's bf16 twin (as octet train does by default)
+  bool guard = true;        // fp8 runs build the guard's bf16 twin (as octet train does by default)
+  bool interleave = false;  // a cell's runs stepped in turn (time_interleaved)
 };
 
 // The flags as given; what is absent takes a default that depends on the others.
@@ -83,7 +85,7 @@ struct Flags {
   std::vector<std::string> precision = {"bf16", "fp8"}, recipe = {"tensor-current"};
   int64_t warmup = 3, steps = 10;
   double peak_tflops = 0.0;
-  bool json = false, sweep = false, print_hf_config = false, no_guard = false;
+  bool json = false, sweep = false, print_hf_config = false, no_guard = false, interleave = false;
   bool model_given = false, layers_given = false, peak_given = false;
 };
 
@@ -110,13 +112,10 @@ class TempConfig {
   std::string path_;
 };
 
-// Builds a Trainer for the run, steps it, and frees it (and all its device memory) before
-// returning. The peak covers everything allocated from the Trainer's construction on.
-Result time_run(const Run& run, const Options& o) {
-  Result r;
-  const TempConfig config_file(run.config);
+// The Trainer's configuration for the run, its model read from `config_path`.
+train::TrainConfig train_config(const Run& run, const Options& o, const std::string& config_path) {
   train::TrainConfig tc;
-  tc.model = config_file.path();
+  tc.model = config_path;
   tc.precision = run.precision;
   if (!run.recipe.empty()) tc.recipe = fp8::Recipe::parse(run.recipe);
   tc.device = device_name(o.device);
@@ -133,6 +132,22 @@ Result time_run(const Run& run, const Options& o) {
   // shuffled order) and one validation sequence, which the Trainer's loaders require.
   tc.data.train_tokens = 4 * run.batch * run.seq + 1;
   tc.data.val_tokens = run.seq + 1;
+  return tc;
+}
+
+// The rates of a run whose step took `step_seconds`.
+void set_rates(const Run& run, Result& r, double step_seconds) {
+  r.step_seconds = step_seconds;
+  r.tokens_per_s = static_cast<double>(run.batch * run.seq) / r.step_seconds;
+  r.tflops = step_model_flops(run.config, run.batch, run.seq) / r.step_seconds * 1e-12;
+}
+
+// Builds a Trainer for the run, steps it, and frees it (and all its device memory) before
+// returning. The peak covers everything allocated from the Trainer's construction on.
+Result time_run(const Run& run, const Options& o) {
+  Result r;
+  const TempConfig config_file(run.config);
+  const train::TrainConfig tc = train_config(run, o, config_file.path());
 
   cuda_synchronize();
   reset_device_peak_bytes(o.device);
@@ -147,14 +162,61 @@ Result time_run(const Run& run, const Options& o) {
   train::StepRecord last;
   for (int64_t i = 0; i < o.steps; ++i) last = trainer.train_step();
   cuda_synchronize();
-  r.step_seconds = seconds_since(t0) / static_cast<double>(o.steps);
-  r.tokens_per_s = static_cast<double>(run.batch * run.seq) / r.step_seconds;
-  r.tflops = step_model_flops(run.config, run.batch, run.seq) / r.step_seconds * 1e-12;
+  set_rates(run, r, seconds_since(t0) / static_cast<double>(o.steps));
   r.peak_bytes = device_peak_bytes(o.device);
   std::vector<train::StepRecord> last_step{last};
   trainer.read_back(last_step);  // after the timing: reading back waits for the device
   r.loss = last_step[0].loss;    // informational: the last timed step's loss
   return r;
+}
+
+// --interleave: the runs of one cell built at once and stepped in turn, one step of each per
+// round, every step timed alone (the device synchronised around it), so that two runs' times
+// compare steps taken a fraction of a second apart rather than one run after the other, on a
+// machine whose speed drifts between phases of seconds (a shared 2-vCPU guest moved octet's own
+// step by up to 50%). A run's step time is the median of its steps; the peak is the whole
+// cell's, every run's Trainer held at once.
+std::vector<Result> time_interleaved(const std::vector<const Run*>& cell, const Options& o) {
+  std::vector<Result> results(cell.size());
+  std::vector<std::unique_ptr<TempConfig>> files;
+  std::vector<std::unique_ptr<train::Trainer>> trainers;
+  cuda_synchronize();
+  reset_device_peak_bytes(o.device);
+  for (size_t i = 0; i < cell.size(); ++i) {
+    files.push_back(std::make_unique<TempConfig>(cell[i]->config));
+    const auto t_init = std::chrono::steady_clock::now();
+    trainers.push_back(
+        std::make_unique<train::Trainer>(train_config(*cell[i], o, files.back()->path())));
+    cuda_synchronize();
+    results[i].init_seconds = seconds_since(t_init);
+    results[i].parameters = trainers.back()->model().parameter_count();
+  }
+  for (int64_t step = 0; step < o.warmup; ++step) {
+    for (auto& t : trainers) t->train_step();
+  }
+  std::vector<std::vector<double>> seconds(cell.size());
+  std::vector<train::StepRecord> last(cell.size());
+  for (int64_t step = 0; step < o.steps; ++step) {
+    for (size_t i = 0; i < cell.size(); ++i) {
+      cuda_synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      last[i] = trainers[i]->train_step();
+      cuda_synchronize();
+      seconds[i].push_back(seconds_since(t0));
+    }
+  }
+  const size_t peak = device_peak_bytes(o.device);
+  for (size_t i = 0; i < cell.size(); ++i) {
+    std::vector<double>& s = seconds[i];
+    std::sort(s.begin(), s.end());
+    const size_t n = s.size();
+    set_rates(*cell[i], results[i], n % 2 == 1 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]));
+    results[i].peak_bytes = peak;
+    std::vector<train::StepRecord> one{last[i]};
+    trainers[i]->read_back(one);
+    results[i].loss = one[0].loss;
+  }
+  return results;
 }
 
 std::string run_name(const Run& run) {
@@ -348,6 +410,7 @@ int run(const Flags& args) {
   o.json = args.json;
   o.sweep = args.sweep;
   o.guard = !args.no_guard;
+  o.interleave = args.interleave;
   if (args.peak_given) {
     o.peak_tflops = args.peak_tflops;
     OCTET_CHECK(*o.peak_tflops > 0.0, "bench step", "--peak-tflops must be positive");
@@ -377,6 +440,11 @@ int run(const Flags& args) {
   else
     std::fprintf(log, "no MFU (no --peak-tflops for the CPU)\n");
   if (!o.guard) std::fprintf(log, "fp8 runs without the convergence guard's bf16 twin\n");
+  if (o.interleave) {
+    std::fprintf(log,
+                 "interleaved: each cell's runs stepped in turn; step ms is the median of a run's "
+                 "steps, peak GiB the cell's\n");
+  }
   std::fflush(log);
   if (!o.json) print_header();
 
@@ -384,7 +452,24 @@ int run(const Flags& args) {
   bool failed = false;
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& run = runs[i];
-    if (o.json) {
+    if (o.interleave && (i == 0 || runs[i - 1].cell != run.cell)) {
+      // The whole cell at once: its runs' results, printed as the loop reaches each.
+      std::vector<const Run*> cell;
+      for (size_t j = i; j < runs.size() && runs[j].cell == run.cell; ++j) cell.push_back(&runs[j]);
+      if (o.json) {
+        std::fprintf(stderr, "cell of %zu runs, interleaved: %s, batch %lld x seq %lld\n",
+                     cell.size(), run.label.c_str(), static_cast<long long>(run.batch),
+                     static_cast<long long>(run.seq));
+      }
+      try {
+        const std::vector<Result> got = time_interleaved(cell, o);
+        std::copy(got.begin(), got.end(), results.begin() + static_cast<std::ptrdiff_t>(i));
+      } catch (const std::exception& e) {
+        for (size_t j = 0; j < cell.size(); ++j) results[i + j].error = e.what();
+        failed = true;
+      }
+    }
+    if (o.json && !o.interleave) {
       std::fprintf(stderr, "run %zu/%zu: %s, %lld layers, batch %lld x seq %lld, %s\n", i + 1,
                    runs.size(), run.label.c_str(),
                    static_cast<long long>(run.config.num_hidden_layers),
@@ -392,25 +477,27 @@ int run(const Flags& args) {
                    run_name(run).c_str());
     }
     Result& r = results[i];
-    try {
-      r = time_run(run, o);
-    } catch (const std::exception& e) {  // octet::Error, or std::bad_alloc on the host
-      r = Result{};
-      r.error = e.what();
-      failed = true;
+    if (!o.interleave) {
+      try {
+        r = time_run(run, o);
+      } catch (const std::exception& e) {  // octet::Error, or std::bad_alloc on the host
+        r = Result{};
+        r.error = e.what();
+        failed = true;
+      }
     }
     for (size_t j = 0; j < i; ++j) {  // the cell's bf16 run, which came first
       const Result& b = results[j];
       if (runs[j].cell == run.cell && runs[j].precision == nn::Precision::bf16 && b.error.empty() &&
           r.error.empty()) {
         r.speedup = b.step_seconds / r.step_seconds;
-        if (b.peak_bytes > 0)
+        if (b.peak_bytes > 0 && !o.interleave)
           r.memory_ratio = static_cast<double>(r.peak_bytes) / static_cast<double>(b.peak_bytes);
       }
     }
     if (run.precision == nn::Precision::bf16 && r.error.empty()) {
       r.speedup = 1.0;
-      r.memory_ratio = 1.0;
+      if (!o.interleave) r.memory_ratio = 1.0;
     }
     if (o.json && !r.error.empty()) std::fprintf(stderr, "  failed: %s\n", r.error.c_str());
     if (!o.json) print_row(run, r, o);
@@ -424,6 +511,7 @@ int run(const Flags& args) {
     doc["steps"] = o.steps;
     doc["peak_tflops"] = o.peak_tflops ? Json(*o.peak_tflops) : Json();
     doc["guard"] = o.guard;
+    doc["interleave"] = o.interleave;
     Json list = Json::array();
     for (size_t i = 0; i < runs.size(); ++i) list.push_back(run_json(runs[i], results[i], o));
     doc["runs"] = std::move(list);
@@ -481,6 +569,10 @@ void add_bench_step(cli::Commands& commands, CLI::App& bench) {
   b->add_flag("--no-guard", f->no_guard,
               "fp8 runs without the convergence guard's bf16 twin (a second whole model; "
               "octet train builds it unless --guard off)");
+  b->add_flag("--interleave", f->interleave,
+              "build each cell's runs (bf16 and the fp8 recipes of one model, batch and seq) at "
+              "once and step them in turn, each step timed alone; step ms is then the median of "
+              "a run's steps and peak GiB the cell's: for ratios on a machine whose speed drifts");
   b->add_flag("--sweep", f->sweep,
               "a model per --hidden size: FFN by LLaMA's rule, heads of 128, vocab 32000, "
               "--layers; prints the FP8/BF16 speedup table of hidden x batch x seq");
