@@ -31,6 +31,11 @@ size_t attention_workspace_bytes(int64_t seq_len, int64_t head_dim, int threads)
 void rope_table(const Tensor& table, int64_t head_dim, int64_t seq_len, float theta);
 void rope(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t seq_len,
           const Tensor& table, bool backward);
+// swiglu_forward / swiglu_backward that also write max |output| into an f32[1] (or not, when it
+// is empty), taken row by row (kernels/swiglu.h).
+void swiglu_forward(const Tensor& gate_up, const Tensor& out, const Tensor& out_amax);
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dgate_up,
+                     const Tensor& dgate_up_amax);
 // adamw_step that also writes the updated parameters rounded to bf16 into `working`.
 void adamw_step_to_bf16(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                         const AdamWStep& step, const Tensor& grad_sum_sq, const Tensor& working);

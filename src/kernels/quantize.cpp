@@ -77,6 +77,16 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
                 op, "given_scale must be f32[1] on ", device_name(x.device), ", got ",
                 o.given_scale.str());
   }
+  if (!o.given_amax.empty()) {
+    OCTET_CHECK(x.device.is_cpu(), op, "a given amax is taken on the CPU only; on ",
+                device_name(x.device), " the quantize takes its own (leave given_amax empty)");
+    OCTET_CHECK(o.grid.block_rows == 0 && o.grid.block_cols == 0 && !o.grid.e8m0, op,
+                "a given amax is x's, one for the tensor; the grid must be {0, 0}");
+    OCTET_CHECK(o.given_amax.dtype == DType::f32 && o.given_amax.numel() == 1 &&
+                    o.given_amax.device == x.device,
+                op, "given_amax must be f32[1] on ", device_name(x.device), ", got ",
+                o.given_amax.str());
+  }
   OCTET_CHECK(!(o.power_of_two_scales && o.grid.e8m0), op,
               "power_of_two_scales applies to f32 scales; E8M0 scales are powers of two already");
   if (x.numel() == 0) return;

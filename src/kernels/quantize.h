@@ -66,6 +66,10 @@ struct QuantizeOptions {
   // Per-tensor delayed scaling: an f32[1] scale (on x's device) to use instead of
   // one computed from this tensor's amax. Empty: computed (current scaling).
   Tensor given_scale;
+  // Per-tensor grids, CPU only: x's amax as its producer took it (an f32[1] on the CPU, max |x|,
+  // NaN where x holds one; kernels/swiglu.h writes one), used instead of the quantize's own pass
+  // over x. It must be x's: the scale, the codes and `amax` all follow it.
+  Tensor given_amax;
 };
 
 // What quantize() writes; every tensor but data and scale_inv may be empty (not wanted).

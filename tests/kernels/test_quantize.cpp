@@ -471,6 +471,107 @@ TEST(QuantizeKernelCpu, WideCopyHoldsEachCodesValueAndChangesNothingElse) {
   }
 }
 
+// A given amax (its producer's, QuantizeOptions::given_amax) takes the amax pass's place: with x's
+// own amax every output is the bits of the quantize that took it (data, scale, wide, amax,
+// counts), current and delayed (a given scale) alike, bf16 and f32 x, on every instruction-set
+// level, over several chunks (300 x 700) and a tail; with twice the amax the scale halves. Other
+// grids and a tensor that is not f32[1] are refused.
+TEST(QuantizeKernelCpu, AGivenAmaxTakesThePlaceOfTheAmaxPass) {
+  using testing::GuardedArray;
+  testing::Rng rng(testing::fresh_seed());
+  testing::for_each_cpu_isa([&] {
+    for (const DType in : {DType::bf16, DType::f32}) {
+      for (const bool delayed : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(in)) + (delayed ? " delayed" : " current"));
+        const int64_t rows = 300, cols = 700, n = rows * cols;
+        const std::vector<float> x =
+            testing::random_matrix(testing::Distribution::heavy_tailed, n, in, rng);
+        GuardedArray xa(Device::cpu(), in, {rows, cols});
+        if (in == DType::f32) {
+          xa.write(x.data());
+        } else {
+          std::vector<uint16_t> b(x.size());
+          for (size_t i = 0; i < x.size(); ++i) b[i] = f32_to_bf16(x[i]);
+          xa.write(b.data());
+        }
+        float amax = 0.0f;
+        for (float v : x) amax = std::max(amax, std::fabs(v));
+        auto run = [&](float given) {
+          struct Out {
+            std::vector<uint8_t> data, scale, wide, amax, counts;
+          };
+          GuardedArray data(Device::cpu(), DType::e4m3, {rows, cols});
+          GuardedArray scale(Device::cpu(), DType::f32, {1, 1});
+          GuardedArray wide(Device::cpu(), DType::bf16, {rows, cols});
+          GuardedArray amax_out(Device::cpu(), DType::f32, {1});
+          GuardedArray counts(Device::cpu(), DType::i32, {2});
+          GuardedArray given_amax(Device::cpu(), DType::f32, {1});
+          GuardedArray given_scale(Device::cpu(), DType::f32, {1});
+          given_amax.write(&given);
+          const float s = 0.5f;
+          given_scale.write(&s);
+          kernels::QuantizeOutputs out;
+          out.data = data.tensor();
+          out.scale_inv = scale.tensor();
+          out.wide = wide.tensor();
+          out.amax = amax_out.tensor();
+          out.counts = counts.tensor();
+          kernels::QuantizeOptions o;
+          if (delayed) o.given_scale = given_scale.tensor();
+          if (given >= 0.0f) o.given_amax = given_amax.tensor();
+          kernels::quantize(xa.tensor(), out, o);
+          return Out{data.read(), scale.read(), wide.read(), amax_out.read(), counts.read()};
+        };
+        const auto own = run(-1.0f), given = run(amax);
+        EXPECT_EQ(given.data, own.data);
+        EXPECT_EQ(given.scale, own.scale);
+        EXPECT_EQ(given.wide, own.wide);
+        EXPECT_EQ(given.amax, own.amax);
+        EXPECT_EQ(given.counts, own.counts);
+        const auto twice = run(2.0f * amax);
+        float got_amax = 0.0f, s_own = 0.0f, s_twice = 0.0f;
+        std::memcpy(&got_amax, twice.amax.data(), 4);
+        std::memcpy(&s_own, own.scale.data(), 4);
+        std::memcpy(&s_twice, twice.scale.data(), 4);
+        EXPECT_EQ(got_amax, 2.0f * amax);
+        // scale_inv = amax / 448, a power of two apart: exact either way (current); a given
+        // scale keeps its own.
+        EXPECT_EQ(s_twice, delayed ? s_own : 2.0f * s_own);
+      }
+    }
+  });
+}
+
+TEST(QuantizeKernelCpu, AGivenAmaxOfAnotherGridOrShapeIsRefused) {
+  using testing::GuardedArray;
+  GuardedArray x(Device::cpu(), DType::f32, {4, 32});
+  const std::vector<float> ones(128, 1.0f);
+  x.write(ones.data());
+  GuardedArray data(Device::cpu(), DType::e4m3, {4, 32});
+  GuardedArray scale(Device::cpu(), DType::f32, {1, 1});
+  GuardedArray row_scale(Device::cpu(), DType::f32, {4, 1});
+  GuardedArray two(Device::cpu(), DType::f32, {2});
+  GuardedArray one(Device::cpu(), DType::f32, {1});
+  kernels::QuantizeOutputs out;
+  out.data = data.tensor();
+  out.scale_inv = scale.tensor();
+  auto refused = [&](const kernels::QuantizeOptions& o, const std::string& part) {
+    try {
+      kernels::quantize(x.tensor(), out, o);
+      ADD_FAILURE() << "accepted; expected: " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  kernels::QuantizeOptions o;
+  o.given_amax = two.tensor();
+  refused(o, "given_amax must be f32[1] on cpu, got f32[2]");
+  o.given_amax = one.tensor();
+  o.grid = {1, 0, false};
+  out.scale_inv = row_scale.tensor();
+  refused(o, "a given amax is x's, one for the tensor; the grid must be {0, 0}");
+}
+
 // A wide output of the wrong dtype or shape is refused, naming what it must be.
 TEST(QuantizeKernelCpu, AWideOutputOfTheWrongShapeOrDtypeIsRefused) {
   using testing::GuardedArray;

@@ -186,6 +186,87 @@ TEST_P(SwiGluOnDevice, LargeOddAndMisalignedShapesMatchFloat64AndTheCpuKernel) {
 INSTANTIATE_TEST_SUITE_P(Devices, SwiGluOnDevice, ::testing::ValuesIn(testing::all_devices()),
                          testing::device_param_name);
 
+// The amax outputs are max |value| of what the kernels wrote (as stored: the bf16 or f32 bits),
+// NaN where one is NaN, on every instruction-set level, over rows split among the threads (96
+// rows of 688: past the parallel threshold) and a short tail row (the vector loops' last part).
+TEST(SwiGluCpu, AmaxOutputsAreTheLargestMagnitudeWrittenOnEveryLevel) {
+  testing::Rng rng(testing::fresh_seed());
+  const Device cpu = Device::cpu();
+  auto host_amax = [](const std::vector<double>& v) {
+    double m = 0.0;
+    for (double x : v) {
+      if (std::isnan(x)) return static_cast<double>(NAN);
+      m = std::max(m, std::fabs(x));
+    }
+    return m;
+  };
+  testing::for_each_cpu_isa([&] {
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      for (const auto& [rows, hidden] : {std::pair<int64_t, int64_t>{96, 688}, {3, 37}}) {
+        for (const bool nan : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dtype)) + " [" + std::to_string(rows) + ", " +
+                       std::to_string(hidden) + "]" + (nan ? " with a NaN" : ""));
+          std::vector<double> gate_up = testing::uniform(rows * 2 * hidden, -12, 12, rng);
+          std::vector<double> dout = testing::uniform(rows * hidden, -1, 1, rng);
+          if (nan) gate_up[static_cast<size_t>((rows - 1) * 2 * hidden + hidden - 1)] = NAN;
+          const auto x = testing::upload(cpu, dtype, {rows, 2 * hidden}, gate_up);
+          const auto g = testing::upload(cpu, dtype, {rows, hidden}, dout);
+          const auto out =
+              testing::upload(cpu, dtype, {rows, hidden}, std::vector<double>(rows * hidden));
+          const auto dx = testing::upload(cpu, dtype, {rows, 2 * hidden},
+                                          std::vector<double>(rows * 2 * hidden));
+          const auto amax = testing::upload(cpu, DType::f32, {1}, std::vector<double>{-1.0});
+          kernels::swiglu_forward(x.tensor, out.tensor, amax.tensor);
+          const double want = host_amax(testing::download(out.tensor));
+          const double got = testing::download(amax.tensor)[0];
+          if (nan) {
+            EXPECT_TRUE(std::isnan(got)) << got;
+          } else {
+            EXPECT_EQ(got, want);
+            EXPECT_GT(got, 0.0);
+          }
+          kernels::swiglu_backward(g.tensor, x.tensor, dx.tensor, amax.tensor);
+          const double want_d = host_amax(testing::download(dx.tensor));
+          const double got_d = testing::download(amax.tensor)[0];
+          if (nan) {
+            EXPECT_TRUE(std::isnan(got_d)) << got_d;
+          } else {
+            EXPECT_EQ(got_d, want_d);
+          }
+          // Without the output the kernels write the same values.
+          const auto out2 =
+              testing::upload(cpu, dtype, {rows, hidden}, std::vector<double>(rows * hidden));
+          kernels::swiglu_forward(x.tensor, out2.tensor);
+          const std::vector<double> a = testing::download(out.tensor),
+                                    b = testing::download(out2.tensor);
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << i;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(SwiGluErrors, AnAmaxOutputMustBeF32OfOneOnTheCpu) {
+  const Device cpu = Device::cpu();
+  const auto gu = testing::upload(cpu, DType::bf16, {3, 8}, std::vector<double>(24));
+  const auto out = testing::upload(cpu, DType::bf16, {3, 4}, std::vector<double>(12));
+  const auto two = testing::upload(cpu, DType::f32, {2}, std::vector<double>(2));
+  const auto bf16 = testing::upload(cpu, DType::bf16, {1}, std::vector<double>(1));
+  testing::expect_op_error([&] { kernels::swiglu_forward(gu.tensor, out.tensor, two.tensor); },
+                           "swiglu_forward", "out_amax must be f32[1] on the CPU, got f32[2]");
+  testing::expect_op_error(
+      [&] { kernels::swiglu_backward(out.tensor, gu.tensor, gu.tensor, bf16.tensor); },
+      "swiglu_backward", "dgate_up_amax must be f32[1] on the CPU");
+  // Refused before any kernel runs, so views of host memory show it in every build.
+  Tensor gu_cuda = gu.tensor, out_cuda = out.tensor, amax_cuda = two.tensor;
+  gu_cuda.device = out_cuda.device = amax_cuda.device = Device::cuda(0);
+  amax_cuda.shape = Shape{1};
+  testing::expect_op_error([&] { kernels::swiglu_forward(gu_cuda, out_cuda, amax_cuda); },
+                           "swiglu_forward", "out_amax is computed on the CPU only");
+}
+
 TEST(SwiGluErrors, ShapesAndDTypesAreRefused) {
   const Device cpu = Device::cpu();
   const auto gu = testing::upload(cpu, DType::bf16, {3, 8}, std::vector<double>(24));

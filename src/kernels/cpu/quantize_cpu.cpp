@@ -700,7 +700,9 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
   const bool given = !o.given_scale.empty();
   uint32_t amax_bits = 0;
-  if (!given || !out.amax.empty()) {
+  if (!o.given_amax.empty()) {
+    amax_bits = f32_bits(o.given_amax.as<const float>()[0]) & 0x7FFFFFFFu;  // |amax|'s bits
+  } else if (!given || !out.amax.empty()) {
 #pragma omp parallel for schedule(static) reduction(max : amax_bits) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
       const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
@@ -717,7 +719,8 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   }
   // A given scale may be anything (0, Inf, NaN): only with a finite positive one and a
   // computed amax does the encoder know that x * scale holds no NaN.
-  const bool amax_known = (!given || !out.amax.empty()) && scale > 0.0f && scale <= FLT_MAX;
+  const bool amax_known =
+      (!given || !out.amax.empty() || !o.given_amax.empty()) && scale > 0.0f && scale <= FLT_MAX;
   uint64_t saturated = 0, flushed = 0;
   auto* data = out.data.as<uint8_t>();
   auto* wide = out.wide.empty() ? nullptr : out.wide.as<uint16_t>();

@@ -1,7 +1,12 @@
 // kernels/cpu/swiglu_cpu.cpp: the SwiGLU gate, forward and backward, on the CPU; with
-// SLEEF the same formulas 16 elements at a time (AVX-512) or 8 (AVX2).
+// SLEEF the same formulas 16 elements at a time (AVX-512) or 8 (AVX2). On request each
+// written row's max |value| too, while the row is in L1 (the FP8 quantize's amax).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
+
+#include "core/convert.h"
 
 #include "kernels/backends.h"
 #include "kernels/cpu/activation_cpu.h"
@@ -11,10 +16,61 @@
 namespace octet::kernels::cpu {
 namespace {
 
+// max |v[i]| of n stored values, as the bits of the f32 |v| (a bf16's in the upper half): as
+// unsigned integers NaN > Inf > every finite value, so the max makes NaN win, as the
+// quantize's amax does. bf16 in 16-bit lanes (the magnitudes are non-negative int16s).
+inline uint32_t amax_bits(const float* v, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, f32_bits(v[i]) & 0x7FFFFFFFu);
+  return m;
+}
+inline uint32_t amax_bits(const uint16_t* v, int64_t n) {
+  int16_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<int16_t>(v[i] & 0x7FFF));
+  return static_cast<uint32_t>(m) << 16;
+}
+
+#if defined(OCTET_CPU_VECTOR_EXP)
+// The same loops compiled for AVX-512 (32 bf16 magnitudes a vpmaxsw) and AVX2.
 template <typename A>
-void forward_rows(const A* gate_up, A* out, int64_t rows, int64_t hidden) {
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelElements)
+OCTET_AVX512 uint32_t amax_bits_avx512(const A* v, int64_t n) {
+  return amax_bits(v, n);
+}
+template <typename A>
+OCTET_AVX2 uint32_t amax_bits_avx2(const A* v, int64_t n) {
+  return amax_bits(v, n);
+}
+#endif
+
+// The max of each written row while it is in L1, into `amax` (f32[1]) unless that is empty.
+// row(t) writes row t and returns its outputs' first element and count; `isa` picks the
+// max's loop.
+template <typename Row>
+void rows_with_amax(int64_t rows, int64_t elements, const Tensor& amax, Isa isa, Row row) {
+  uint32_t m = 0;
+  const bool want = !amax.empty();
+#pragma omp parallel for schedule(static) reduction(max : m) if (elements > kParallelElements)
   for (int64_t t = 0; t < rows; ++t) {
+    const auto [out, n] = row(t);
+    if (!want) continue;
+#if defined(OCTET_CPU_VECTOR_EXP)
+    if (isa == Isa::avx512) {
+      m = std::max(m, amax_bits_avx512(out, n));
+      continue;
+    }
+    if (isa == Isa::avx2) {
+      m = std::max(m, amax_bits_avx2(out, n));
+      continue;
+    }
+#endif
+    m = std::max(m, amax_bits(out, n));
+  }
+  if (want) amax.as<float>()[0] = f32_from_bits(m);
+}
+
+template <typename A>
+void forward_rows(const A* gate_up, A* out, int64_t rows, int64_t hidden, const Tensor& amax) {
+  rows_with_amax(rows, rows * hidden, amax, Isa::baseline, [&](int64_t t) {
     const A* gate = gate_up + t * 2 * hidden;
     const A* up = gate + hidden;
     A* o = out + t * hidden;
@@ -24,13 +80,14 @@ void forward_rows(const A* gate_up, A* out, int64_t rows, int64_t hidden) {
       const float silu = g / (1.0f + std::exp(-g));
       o[j] = from_f32<A>(silu * to_f32(up[j]));
     }
-  }
+    return std::pair<const A*, int64_t>{o, hidden};
+  });
 }
 
 template <typename A>
-void backward_rows(const A* dout, const A* gate_up, A* dgate_up, int64_t rows, int64_t hidden) {
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelElements)
-  for (int64_t t = 0; t < rows; ++t) {
+void backward_rows(const A* dout, const A* gate_up, A* dgate_up, int64_t rows, int64_t hidden,
+                   const Tensor& amax) {
+  rows_with_amax(rows, rows * hidden, amax, Isa::baseline, [&](int64_t t) {
     const A* gate = gate_up + t * 2 * hidden;
     const A* up = gate + hidden;
     const A* d = dout + t * hidden;
@@ -44,7 +101,8 @@ void backward_rows(const A* dout, const A* gate_up, A* dgate_up, int64_t rows, i
       dgate[j] = from_f32<A>((dj * u) * dsilu);
       dup[j] = from_f32<A>(dj * (g * s));
     }
-  }
+    return std::pair<const A*, int64_t>{dgate, 2 * hidden};
+  });
 }
 
 #if defined(OCTET_CPU_VECTOR_EXP)
@@ -103,23 +161,23 @@ OCTET_AVX2 void backward_row_avx2(const A* d, const A* gate, const A* up, A* dga
 
 // The rows of either vector level: `avx512` picks the row functions.
 template <typename A>
-void forward_rows_vector(const A* gate_up, A* out, int64_t rows, int64_t hidden, bool avx512) {
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelElements)
-  for (int64_t t = 0; t < rows; ++t) {
+void forward_rows_vector(const A* gate_up, A* out, int64_t rows, int64_t hidden, bool avx512,
+                         const Tensor& amax) {
+  rows_with_amax(rows, rows * hidden, amax, avx512 ? Isa::avx512 : Isa::avx2, [&](int64_t t) {
     const A* gate = gate_up + t * 2 * hidden;
     if (avx512) {
       forward_row_avx512(gate, gate + hidden, out + t * hidden, hidden);
     } else {
       forward_row_avx2(gate, gate + hidden, out + t * hidden, hidden);
     }
-  }
+    return std::pair<const A*, int64_t>{out + t * hidden, hidden};
+  });
 }
 
 template <typename A>
 void backward_rows_vector(const A* dout, const A* gate_up, A* dgate_up, int64_t rows,
-                          int64_t hidden, bool avx512) {
-#pragma omp parallel for schedule(static) if (rows * hidden > kParallelElements)
-  for (int64_t t = 0; t < rows; ++t) {
+                          int64_t hidden, bool avx512, const Tensor& amax) {
+  rows_with_amax(rows, rows * hidden, amax, avx512 ? Isa::avx512 : Isa::avx2, [&](int64_t t) {
     const A* gate = gate_up + t * 2 * hidden;
     A* dgate = dgate_up + t * 2 * hidden;
     if (avx512) {
@@ -127,7 +185,8 @@ void backward_rows_vector(const A* dout, const A* gate_up, A* dgate_up, int64_t 
     } else {
       backward_row_avx2(dout + t * hidden, gate, gate + hidden, dgate, dgate + hidden, hidden);
     }
-  }
+    return std::pair<const A*, int64_t>{dgate, 2 * hidden};
+  });
 }
 #endif
 
@@ -142,29 +201,38 @@ Isa vector_swiglu() {
 
 }  // namespace
 
-void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
+void swiglu_forward(const Tensor& gate_up, const Tensor& out, const Tensor& out_amax) {
   with_activation(gate_up.dtype, [&](auto a) {
     using A = decltype(a);
 #if defined(OCTET_CPU_VECTOR_EXP)
     if (const Isa isa = vector_swiglu(); isa != Isa::baseline)
       return forward_rows_vector(gate_up.as<const A>(), out.as<A>(), out.rows(), out.cols(),
-                                 isa == Isa::avx512);
+                                 isa == Isa::avx512, out_amax);
 #endif
-    forward_rows(gate_up.as<const A>(), out.as<A>(), out.rows(), out.cols());
+    forward_rows(gate_up.as<const A>(), out.as<A>(), out.rows(), out.cols(), out_amax);
   });
 }
 
-void swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dgate_up) {
+void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
+  swiglu_forward(gate_up, out, Tensor());
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dgate_up,
+                     const Tensor& dgate_up_amax) {
   with_activation(gate_up.dtype, [&](auto a) {
     using A = decltype(a);
 #if defined(OCTET_CPU_VECTOR_EXP)
     if (const Isa isa = vector_swiglu(); isa != Isa::baseline)
       return backward_rows_vector(dout.as<const A>(), gate_up.as<const A>(), dgate_up.as<A>(),
-                                  dout.rows(), dout.cols(), isa == Isa::avx512);
+                                  dout.rows(), dout.cols(), isa == Isa::avx512, dgate_up_amax);
 #endif
     backward_rows(dout.as<const A>(), gate_up.as<const A>(), dgate_up.as<A>(), dout.rows(),
-                  dout.cols());
+                  dout.cols(), dgate_up_amax);
   });
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dgate_up) {
+  swiglu_backward(dout, gate_up, dgate_up, Tensor());
 }
 
 }  // namespace octet::kernels::cpu
