@@ -114,7 +114,7 @@ void QuantizedTensor::use_scaling_state(DelayedScalingState& state) {
 }
 
 void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
-              DelayedScalingState* delayed, int slot) {
+              DelayedScalingState* delayed, int slot, const Tensor& x_amax) {
   OCTET_CHECK(recipe.format(q.role()) == q.format() && recipe.grid(q.role()) == q.grid(),
               "quantize", "the quantized tensor was made for another recipe than ", recipe.str());
   OCTET_CHECK(x.cols() == q.cols(), "quantize", "x has ", x.cols(), " columns but the quantized ",
@@ -124,6 +124,7 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
   kernels::QuantizeOptions options;
   options.grid = q.grid();
   options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
+  options.given_amax = x_amax;
   kernels::QuantizeOutputs out{q.data,        q.scale_inv, q.data_t,
                                q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor(),
                                q.wide};

@@ -106,9 +106,12 @@ class QuantizedTensor {
 // from it and this amax is recorded into its history (the update after the step turns
 // it into the next scale). Otherwise they are unused.
 // A tensor made widened_in_place writes its values over x, which must be bf16 [rows, cols] on
-// the tensor's device.
+// the tensor's device. x_amax: optional, x's amax as its producer took it
+// (kernels::QuantizeOptions::given_amax: the CPU, per-tensor grids), so that the quantize makes
+// no pass of its own for it.
 void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
-              DelayedScalingState* delayed = nullptr, int slot = -1);
+              DelayedScalingState* delayed = nullptr, int slot = -1,
+              const Tensor& x_amax = Tensor());
 
 // y = the values q holds (data * scale_inv), for tests and debugging.
 void dequantize(const QuantizedTensor& q, const Tensor& y);

@@ -63,8 +63,8 @@ void Llama::forward(const Tensor& inputs, const Tensor& targets, float grad_scal
     // MLP block
     kernels::rmsnorm_forward(p.resid_mid, layer.ln2, p.ln2, p.rstd2, eps);
     layer.gate_up.forward(p.ln2, p.gate_up);
-    kernels::swiglu_forward(p.gate_up, p.h);
-    layer.down.forward(p.h, a.resid[l + 1]);
+    kernels::swiglu_forward(p.gate_up, p.h, a.h_amax);
+    layer.down.forward(p.h, a.resid[l + 1], a.h_amax);
     kernels::add(p.resid_mid, a.resid[l + 1], a.resid[l + 1]);
   }
   kernels::rmsnorm_forward(a.resid[c.num_hidden_layers], working_view(*final_norm_), a.lnf, a.rstdf,
@@ -96,8 +96,8 @@ void Llama::backward() {
     Activations::PerLayer& p = a.layer[l];
     // MLP block: resid[l + 1] = resid_mid + down(swiglu(gate_up(norm2(resid_mid))))
     layer.down.backward(a.d_resid, a.d_h);
-    kernels::swiglu_backward(a.d_h, p.gate_up, a.d_gate_up);
-    layer.gate_up.backward(a.d_gate_up, a.d_normed);
+    kernels::swiglu_backward(a.d_h, p.gate_up, a.d_gate_up, a.d_gate_up_amax);
+    layer.gate_up.backward(a.d_gate_up, a.d_normed, a.d_gate_up_amax);
     kernels::rmsnorm_backward(a.d_normed, p.resid_mid, layer.ln2, p.rstd2, a.d_branch,
                               layer.ln2_grad);
     kernels::add(a.d_resid, a.d_branch, a.d_resid);

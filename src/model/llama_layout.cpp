@@ -59,7 +59,7 @@ std::string layer_name(int64_t l, const char* rest) {
 // transposed copy instead. Under fp32/bf16 each layer keeps them for wgrad, and so it does
 // under fp8 where the linears quantize them in place (their copy is then x itself).
 Llama::Activations::Activations(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt,
-                                bool share_inputs, Device device)
+                                bool share_inputs, bool amaxes, Device device)
     : arena(device),
       resid(static_cast<size_t>(c.num_hidden_layers + 1)),
       layer(static_cast<size_t>(c.num_hidden_layers)) {
@@ -99,6 +99,10 @@ Llama::Activations::Activations(const LlamaConfig& c, int64_t batch, int64_t seq
   const size_t ws = kernels::attention_workspace_bytes(seq, c.head_dim());
   a.add("attention workspace", DType::u8, {static_cast<int64_t>(ws)}, &attn_workspace);
   a.add("loss_sum", DType::f32, {1}, &loss_sum);
+  if (amaxes) {
+    a.add("h amax", DType::f32, {1}, &h_amax);
+    a.add("d_gate_up amax", DType::f32, {1}, &d_gate_up_amax);
+  }
   // The CPU's RoPE angles, once (CUDA computes them in its kernel).
   if (device.is_cpu()) a.add("rope table", dt, {seq, c.head_dim()}, &rope_table);
   a.allocate();
@@ -208,8 +212,9 @@ Llama::Llama(const LlamaConfig& config, const ModelOptions& options)
   }
   bind_linears();
 
-  act_ = std::make_unique<Activations>(config_, options_.batch, options_.seq_len, dt,
-                                       fp8 && !in_place, device);
+  act_ = std::make_unique<Activations>(
+      config_, options_.batch, options_.seq_len, dt, fp8 && !in_place,
+      nn::Linear::takes_amax(device, options_.precision, options_.recipe), device);
 }
 
 Llama::~Llama() = default;

@@ -32,6 +32,10 @@ struct Llama::Activations {
   // output (sharing d_branch's memory, which is free then); at qkv, gate_up and h.
   Tensor d_resid, d_normed, d_branch, d_attn, d_qkv, d_gate_up, d_h;
   Tensor attn_workspace;
+  // Where the block linears take their inputs' amaxes (nn::Linear::takes_amax; else empty):
+  // SwiGLU's output's, for down's x, and its gradient's, for gate_up's dy, each f32[1]
+  // written by the SwiGLU kernel and read by the next quantize.
+  Tensor h_amax, d_gate_up_amax;
   // CPU only (else empty): kernels::rope_table's cos and sin for the seq positions.
   Tensor rope_table;
   Tensor loss_sum;  // f32[1]: what the loss-returning forward() reads back
@@ -39,7 +43,7 @@ struct Llama::Activations {
   // share_inputs: the block linears' inputs that only their forward reads (the norms' outputs
   // and SwiGLU's) are one buffer for all layers (fp8, where backward reads x's FP8 copy).
   Activations(const LlamaConfig& c, int64_t batch, int64_t seq, DType dt, bool share_inputs,
-              Device device);
+              bool amaxes, Device device);
 };
 
 }  // namespace octet::model

@@ -71,6 +71,15 @@ bool Linear::quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::R
   return fp8::QuantizedTensor::widens(device, recipe, role) && recipe.bf16_gemms == 0;
 }
 
+bool Linear::takes_amax(Device device, Precision precision, const fp8::Recipe& recipe) {
+  const kernels::ScaleGrid a = recipe.grid(fp8::Role::activation),
+                           g = recipe.grid(fp8::Role::gradient);
+  const auto per_tensor = [](kernels::ScaleGrid s) {
+    return s.block_rows == 0 && s.block_cols == 0 && !s.e8m0;
+  };
+  return precision == Precision::fp8 && device.is_cpu() && per_tensor(a) && per_tensor(g);
+}
+
 Linear::Linear(const LinearConfig& config) : config_(config) {
   const int64_t in = config.in_features, out = config.out_features, tokens = config.max_tokens;
   OCTET_CHECK(in > 0 && out > 0, kOp, "in_features and out_features must be positive, got ", in,
@@ -276,7 +285,7 @@ void Linear::check_input(const char* op, const Tensor& t, int64_t cols) const {
               " rows; under fp8 T must be a multiple of 16 (wgrad's K): pad the batch");
 }
 
-void Linear::forward(const Tensor& x, const Tensor& y) {
+void Linear::forward(const Tensor& x, const Tensor& y, const Tensor& x_amax) {
   OCTET_CHECK(!weight_.empty(), kOp, "forward before bind(): bind the weights first");
   check_input("forward: x", x, config_.in_features);
   const int64_t t = x.rows();
@@ -289,7 +298,7 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
 
   if (config_.precision == Precision::fp8) {
     const fp8::Recipe& recipe = config_.recipe;
-    fp8::quantize(x2, qx_, recipe);
+    fp8::quantize(x2, qx_, recipe, nullptr, -1, x_amax);
     if (!weight_fresh_) {
       if (!given_weight_) {
         fp8::quantize(weight_, qw_, recipe);
@@ -320,7 +329,7 @@ void Linear::forward(const Tensor& x, const Tensor& y) {
   tokens_ = t;
 }
 
-void Linear::backward(const Tensor& dy, const Tensor& dx) {
+void Linear::backward(const Tensor& dy, const Tensor& dx, const Tensor& dy_amax) {
   OCTET_CHECK(!weight_.empty(), kOp, "backward before bind(): bind the weights first");
   OCTET_CHECK(tokens_ > 0, kOp, "backward before forward: run forward on this batch first");
   check_input("backward: dy", dy, config_.out_features);
@@ -338,7 +347,7 @@ void Linear::backward(const Tensor& dy, const Tensor& dx) {
 
   if (config_.precision == Precision::fp8) {
     const fp8::Recipe& recipe = config_.recipe;
-    fp8::quantize(dy2, qdy_, recipe);
+    fp8::quantize(dy2, qdy_, recipe, nullptr, -1, dy_amax);
     fp8::Fp8GemmOptions o;
     o.workspace = workspace;
     kernels::GemmOptions bf16;  // the GEMMs the recipe keeps in bf16, as in the branch below

@@ -82,9 +82,12 @@ class Linear {
 
   // y [T, out] = x [T, in] Wᵀ + b, x and y in the working dtype. Under fp8, T must be
   // a multiple of 16 (wgrad's K) and in/out too (forward's and dgrad's K).
-  void forward(const Tensor& x, const Tensor& y);
+  // x_amax (optional, f32[1]): max |x| as x's producer took it, where the layer takes one
+  // (takes_amax(): the CPU under per-tensor scales); the quantize then makes no pass for it.
+  void forward(const Tensor& x, const Tensor& y, const Tensor& x_amax = Tensor());
   // dx [T, in] = dy W (skipped when dx is empty); weight_grad += dyᵀ x; bias_grad += Σ_t dy.
-  void backward(const Tensor& dy, const Tensor& dx);
+  // dy_amax: as x_amax, dy's.
+  void backward(const Tensor& dy, const Tensor& dx, const Tensor& dy_amax = Tensor());
 
   // The optimizer changed the weights: the next forward re-quantizes them (under fp8
   // W is quantized once per step, however many micro-batches run).
@@ -105,6 +108,9 @@ class Linear {
   // Whether a layer on `device` under `recipe` would quantize its x (activation) or dy
   // (gradient) in place when asked to (LinearConfig::fp8_x_in_place, fp8_dy_in_place).
   static bool quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::Role role);
+  // Whether a layer on `device` under `precision` and `recipe` takes its inputs' amaxes
+  // (forward's x_amax, backward's dy_amax): fp8 on the CPU, per-tensor scales.
+  static bool takes_amax(Device device, Precision precision, const fp8::Recipe& recipe);
   // Bytes of GEMM workspace the layer's forward and backward need.
   size_t workspace_bytes() const { return workspace_bytes_; }
   // With config.shared_workspace: u8 [>= workspace_bytes()] on the layer's device, kept

@@ -507,6 +507,49 @@ TEST(LinearFp8Cpu, QuantizingInPlaceGivesTheSameBitsAsACopyOfItsOwn) {
   }
 }
 
+// Given x's and dy's amaxes (as their producers take them: kernels/swiglu.h), a layer gives what
+// it gives taking them itself, bit for bit, where it takes them (the CPU, per-tensor scales).
+TEST(LinearFp8Cpu, GivenAmaxesGiveTheSameBitsAsTheLayersOwn) {
+  const int64_t t = 48, in = 32, out = 64;
+  const uint64_t seed = testing::fresh_seed();
+  EXPECT_FALSE(nn::Linear::takes_amax(Device::cpu(), nn::Precision::bf16,
+                                      fp8::Recipe::parse("tensor-current")));
+  EXPECT_FALSE(nn::Linear::takes_amax(Device::cpu(), nn::Precision::fp8, fp8::Recipe::parse("mx")));
+  EXPECT_FALSE(nn::Linear::takes_amax(Device::cuda(0), nn::Precision::fp8,
+                                      fp8::Recipe::parse("tensor-current")));
+  for (const char* name : {"tensor-current", "tensor-delayed"}) {
+    const fp8::Recipe recipe = fp8::Recipe::parse(name);
+    SCOPED_TRACE(recipe.str());
+    EXPECT_TRUE(nn::Linear::takes_amax(Device::cpu(), nn::Precision::fp8, recipe));
+    testing::Rng rng_a(seed), rng_b(seed);
+    LinearHarness own(fp8_config(recipe, in, out, t, Device::cpu()), rng_a);
+    LinearHarness with(fp8_config(recipe, in, out, t, Device::cpu()), rng_b);
+    testing::Rng data(seed + 1);
+    Buffer amax(Device::cpu(), 4);
+    const Tensor amax_t = amax.view(DType::f32, {1});
+    auto host_amax = [](const std::vector<float>& v) {
+      float m = 0.0f;
+      for (float x : v) m = std::max(m, std::fabs(x));
+      return m;
+    };
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> x = testing::random_normal(t * in, 1.0 + step, DType::bf16, data);
+      const std::vector<float> dy = testing::random_normal(t * out, 1.0, DType::bf16, data);
+      const std::vector<float> y_own = own.forward(x);
+      with.x.write(x);
+      amax_t.as<float>()[0] = host_amax(x);
+      with.layer.forward(with.x.rows(t), with.y.rows(t), amax_t);
+      EXPECT_EQ(with.y.read(t * out), y_own);
+      const std::vector<float> dx_own = own.backward(dy);
+      with.dy.write(dy);
+      amax_t.as<float>()[0] = host_amax(dy);
+      with.layer.backward(with.dy.rows(t), with.dx.rows(t), amax_t);
+      EXPECT_EQ(with.dx.read(t * in), dx_own);
+      EXPECT_EQ(with.weight_grad.read(), own.weight_grad.read());
+    }
+  }
+}
+
 TEST(LinearStats, AreZeroUnderFp32AndBf16) {
   testing::Rng rng(testing::fresh_seed());
   for (nn::Precision p : {nn::Precision::fp32, nn::Precision::bf16}) {
