@@ -7,7 +7,7 @@ the median of the per-run fp8 / bf16 step-time ratios (bf16 and fp8 timed in the
 then one of the fastest call's step time and the ratio of the fastest fp8 to the fastest bf16.
 
   python bench/cpu_fp8_recipes.py --octet main=/path/octet --octet new=build-cpu/octet \\
-      --model bench/cpu_w256.json --batch 8 --seq 256 --threads 1 2 --reps 3
+      --model bench/cpu_w256.json --batch 8 --seq 256 --threads 1 2 --reps 3 [--interleave]
 """
 import argparse
 import json
@@ -24,6 +24,8 @@ def run(octet, args, threads):
     cmd = [octet, "bench", "step", "--device", "cpu", "--model", args.model, "--batch",
            str(args.batch), "--seq", str(args.seq), "--precision", "bf16,fp8", "--recipe",
            ",".join(RECIPES), "--warmup", str(args.warmup), "--steps", str(args.steps), "--json"]
+    if args.interleave:
+        cmd.append("--interleave")
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     times = {}
     for r in json.loads(out)["runs"]:
@@ -43,6 +45,10 @@ def main():
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--interleave", action="store_true",
+                   help="octet bench step --interleave: bf16 and the recipes stepped in turn "
+                        "within each call, a step's time the median of its steps (the binaries "
+                        "need the flag)")
     args = p.parse_args()
     binaries = [tuple(o.split("=", 1)) for o in args.octet]
     # samples[(label, threads, name)] = [step seconds per rep]; ratios likewise (fp8 / bf16)

@@ -218,12 +218,13 @@ def test_step_compare_keeps_the_fastest_of_its_reps_and_their_range():
     assert hf.get("skipped") or len(hf["step_ms_all"]) == 3
 
 
-def test_cpu_fp8_recipes_tabulates_every_recipe_for_each_binary():
+@pytest.mark.parametrize("interleave", [[], ["--interleave"]])
+def test_cpu_fp8_recipes_tabulates_every_recipe_for_each_binary(interleave):
     proc = subprocess.run([sys.executable, os.path.join(BENCH, "cpu_fp8_recipes.py"), "--octet",
                            f"a={OCTET}", "--octet", f"b={OCTET}", "--model", "tiny", "--batch",
                            "2", "--seq", "32", "--threads", "1", "--reps", "1", "--warmup", "0",
-                           "--steps", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=600)
+                           "--steps", "1", *interleave], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 1 |")]
     # Two tables: the medians, then the fastest calls.
