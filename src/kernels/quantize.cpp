@@ -69,24 +69,19 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
         out.counts.dtype == DType::i32 && out.counts.numel() == 2 && out.counts.device == x.device,
         op, "counts must be i32[2] on ", device_name(x.device), ", got ", out.counts.str());
   }
-  if (!o.given_scale.empty()) {
-    OCTET_CHECK(o.grid.block_rows == 0 && o.grid.block_cols == 0 && !o.grid.e8m0, op,
-                "a given scale (delayed scaling) is per tensor; the grid must be {0, 0}");
-    OCTET_CHECK(o.given_scale.dtype == DType::f32 && o.given_scale.numel() == 1 &&
-                    o.given_scale.device == x.device,
-                op, "given_scale must be f32[1] on ", device_name(x.device), ", got ",
-                o.given_scale.str());
-  }
-  if (!o.given_amax.empty()) {
-    OCTET_CHECK(x.device.is_cpu(), op, "a given amax is taken on the CPU only; on ",
-                device_name(x.device), " the quantize takes its own (leave given_amax empty)");
-    OCTET_CHECK(o.grid.block_rows == 0 && o.grid.block_cols == 0 && !o.grid.e8m0, op,
-                "a given amax is x's, one for the tensor; the grid must be {0, 0}");
-    OCTET_CHECK(o.given_amax.dtype == DType::f32 && o.given_amax.numel() == 1 &&
-                    o.given_amax.device == x.device,
-                op, "given_amax must be f32[1] on ", device_name(x.device), ", got ",
-                o.given_amax.str());
-  }
+  // A given scale or amax: one f32 for the whole tensor.
+  const auto check_given = [&](const Tensor& given, const char* name, const char* why) {
+    if (given.empty()) return;
+    OCTET_CHECK(o.grid.block_rows == 0 && o.grid.block_cols == 0 && !o.grid.e8m0, op, why,
+                "; the grid must be {0, 0}");
+    OCTET_CHECK(given.dtype == DType::f32 && given.numel() == 1 && given.device == x.device, op,
+                name, " must be f32[1] on ", device_name(x.device), ", got ", given.str());
+  };
+  check_given(o.given_scale, "given_scale", "a given scale (delayed scaling) is per tensor");
+  OCTET_CHECK(o.given_amax.empty() || x.device.is_cpu(), op,
+              "a given amax is taken on the CPU only; on ", device_name(x.device),
+              " the quantize takes its own (leave given_amax empty)");
+  check_given(o.given_amax, "given_amax", "a given amax is x's, one for the tensor");
   OCTET_CHECK(!(o.power_of_two_scales && o.grid.e8m0), op,
               "power_of_two_scales applies to f32 scales; E8M0 scales are powers of two already");
   if (x.numel() == 0) return;

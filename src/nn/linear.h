@@ -68,7 +68,8 @@ size_t fp8_scratch_bytes(int64_t max_tokens, int64_t in_features, int64_t out_fe
 // for dgrad, so nothing is quantized twice. On the CPU under per-tensor scales those
 // transposed copies are the codes' bf16 widenings, which the CPU's GEMMs read transposed
 // (fp8::TransposedCopy::widened_on_cpu): the quantize writes them in its encoding pass, and
-// no GEMM widens or transposes codes.
+// no GEMM widens or transposes codes; asked to (fp8_x_in_place, fp8_dy_in_place), over the
+// inputs themselves (fp8::TransposedCopy::widened_in_place).
 class Linear {
  public:
   Linear() = default;

@@ -542,58 +542,58 @@ TEST(QuantizeKernelCpu, AGivenAmaxTakesThePlaceOfTheAmaxPass) {
   });
 }
 
-TEST(QuantizeKernelCpu, AGivenAmaxOfAnotherGridOrShapeIsRefused) {
-  using testing::GuardedArray;
-  GuardedArray x(Device::cpu(), DType::f32, {4, 32});
-  const std::vector<float> ones(128, 1.0f);
-  x.write(ones.data());
-  GuardedArray data(Device::cpu(), DType::e4m3, {4, 32});
-  GuardedArray scale(Device::cpu(), DType::f32, {1, 1});
-  GuardedArray row_scale(Device::cpu(), DType::f32, {4, 1});
-  GuardedArray two(Device::cpu(), DType::f32, {2});
-  GuardedArray one(Device::cpu(), DType::f32, {1});
-  kernels::QuantizeOutputs out;
-  out.data = data.tensor();
-  out.scale_inv = scale.tensor();
-  auto refused = [&](const kernels::QuantizeOptions& o, const std::string& part) {
+// x f32 [4, 32] of ones and its per-tensor outputs, for the refusal tests below; refused(out, o,
+// part) expects the quantize to throw an error containing `part`.
+struct OnesToQuantize {
+  testing::GuardedArray x{Device::cpu(), DType::f32, {4, 32}};
+  testing::GuardedArray data{Device::cpu(), DType::e4m3, {4, 32}};
+  testing::GuardedArray scale{Device::cpu(), DType::f32, {1, 1}};
+  OnesToQuantize() {
+    const std::vector<float> ones(128, 1.0f);
+    x.write(ones.data());
+  }
+  kernels::QuantizeOutputs outputs() const {
+    kernels::QuantizeOutputs out;
+    out.data = data.tensor();
+    out.scale_inv = scale.tensor();
+    return out;
+  }
+  void refused(const kernels::QuantizeOutputs& out, const kernels::QuantizeOptions& o,
+               const std::string& part) const {
     try {
       kernels::quantize(x.tensor(), out, o);
       ADD_FAILURE() << "accepted; expected: " << part;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
-  };
+  }
+};
+
+TEST(QuantizeKernelCpu, AGivenAmaxOfAnotherGridOrShapeIsRefused) {
+  const OnesToQuantize q;
+  testing::GuardedArray row_scale(Device::cpu(), DType::f32, {4, 1});
+  testing::GuardedArray two(Device::cpu(), DType::f32, {2});
+  testing::GuardedArray one(Device::cpu(), DType::f32, {1});
+  kernels::QuantizeOutputs out = q.outputs();
   kernels::QuantizeOptions o;
   o.given_amax = two.tensor();
-  refused(o, "given_amax must be f32[1] on cpu, got f32[2]");
+  q.refused(out, o, "given_amax must be f32[1] on cpu, got f32[2]");
   o.given_amax = one.tensor();
   o.grid = {1, 0, false};
   out.scale_inv = row_scale.tensor();
-  refused(o, "a given amax is x's, one for the tensor; the grid must be {0, 0}");
+  q.refused(out, o, "a given amax is x's, one for the tensor; the grid must be {0, 0}");
 }
 
 // A wide output of the wrong dtype or shape is refused, naming what it must be.
 TEST(QuantizeKernelCpu, AWideOutputOfTheWrongShapeOrDtypeIsRefused) {
   using testing::GuardedArray;
-  GuardedArray x(Device::cpu(), DType::f32, {4, 32});
-  const std::vector<float> ones(128, 1.0f);
-  x.write(ones.data());
-  GuardedArray data(Device::cpu(), DType::e4m3, {4, 32});
-  GuardedArray scale(Device::cpu(), DType::f32, {1, 1});
+  const OnesToQuantize q;
   GuardedArray wrong_shape(Device::cpu(), DType::bf16, {4, 16});
   GuardedArray wrong_dtype(Device::cpu(), DType::f32, {4, 32});
   for (const GuardedArray* w : {&wrong_shape, &wrong_dtype}) {
-    kernels::QuantizeOutputs out;
-    out.data = data.tensor();
-    out.scale_inv = scale.tensor();
+    kernels::QuantizeOutputs out = q.outputs();
     out.wide = w->tensor();
-    try {
-      kernels::quantize(x.tensor(), out, kernels::QuantizeOptions{});
-      ADD_FAILURE() << "accepted " << w->tensor().str();
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("wide must be bf16[4, 32]"), std::string::npos)
-          << e.what();
-    }
+    q.refused(out, kernels::QuantizeOptions{}, "wide must be bf16[4, 32]");
   }
 }
 
