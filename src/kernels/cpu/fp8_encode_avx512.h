@@ -204,10 +204,32 @@ OCTET_AVX512_INLINE void encode_wide32(const In* x, uint8_t* __restrict out, uin
                                           _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0xF8));
 }
 
+// encode_wide_run with the NaN select in or out: whole vectors of 32, counts per lane summed
+// every 2^20 values (as encode_run_as: exact 32-bit counts).
+template <class In, bool kE4M3, bool kCount, bool kNan, class Scale>
+OCTET_AVX512_INLINE void encode_wide_run_as(const In* x, uint8_t* __restrict out, uint16_t* wide,
+                                            int64_t n, Scale scale, __m512i limit,
+                                            const __m512i* table, uint64_t& saturated,
+                                            uint64_t& flushed) {
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t end = n - begin > kChunk ? begin + kChunk : n;
+    __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
+    for (int64_t i = begin; i < end; i += 32) {
+      encode_wide32<In, kE4M3, kCount, kNan>(x, out, wide, i, scale, limit, table, sat, flush);
+    }
+    if constexpr (kCount) {
+      saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));
+      flushed += static_cast<uint64_t>(_mm512_reduce_add_epi32(flush));
+    }
+  }
+}
+
 // encode_run that also writes each code's value as bf16 into wide[0, n): the bits of
 // fp8_to_bf16 (QuantizeOutputs::wide), computed while the codes are still in registers.
 // Whole vectors of 32 only: n % 32 == 0 (the caller runs the rest through encode_run). wide
-// may be x itself (bf16 x quantized in place): each vector is read before its values are written.
+// may be x itself (bf16 x quantized in place): each vector is read before its values are
+// written. `table`: |code| -> the bf16 bits of its value, 128 entries (fp8_bf16_table).
 template <class In, bool kE4M3, bool kCount, class Scale>
 inline OCTET_AVX512_TARGET void encode_wide_run(const In* x, uint8_t* __restrict out,
                                                 uint16_t* wide, int64_t n, Scale scale,
@@ -218,24 +240,12 @@ inline OCTET_AVX512_TARGET void encode_wide_run(const In* x, uint8_t* __restrict
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   __m512i t[4];
   for (int r = 0; r < 4; ++r) t[r] = _mm512_loadu_si512(table + 32 * r);
-  const auto run = [&]<bool kNan>() {
-    constexpr int64_t kChunk = int64_t{1} << 20;  // as encode_run_as: exact 32-bit counts
-    for (int64_t begin = 0; begin < n; begin += kChunk) {
-      const int64_t end = n - begin > kChunk ? begin + kChunk : n;
-      __m512i sat = _mm512_setzero_si512(), flush = _mm512_setzero_si512();
-      for (int64_t i = begin; i < end; i += 32) {
-        encode_wide32<In, kE4M3, kCount, kNan>(x, out, wide, i, scale, limit, t, sat, flush);
-      }
-      if constexpr (kCount) {
-        saturated += static_cast<uint64_t>(_mm512_reduce_add_epi32(sat));
-        flushed += static_cast<uint64_t>(_mm512_reduce_add_epi32(flush));
-      }
-    }
-  };
   if (amax_bits <= 0x7F800000u) {
-    run.template operator()<false>();
+    encode_wide_run_as<In, kE4M3, kCount, false>(x, out, wide, n, scale, limit, t, saturated,
+                                                 flushed);
   } else {
-    run.template operator()<true>();
+    encode_wide_run_as<In, kE4M3, kCount, true>(x, out, wide, n, scale, limit, t, saturated,
+                                                flushed);
   }
 }
 
