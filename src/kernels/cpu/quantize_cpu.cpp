@@ -37,6 +37,7 @@
 #include "kernels/cpu/mx_blocks_avx2.h"
 #include "kernels/cpu/mx_blocks_avx512.h"
 #endif
+#include "kernels/cpu/amax.h"
 #include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
@@ -105,12 +106,6 @@ struct TransposedTask {
 [[gnu::always_inline]] inline float load(uint16_t v) {
   return bf16_to_f32(v);
 }
-[[gnu::always_inline]] inline uint32_t mag_bits(float v) {
-  return f32_bits(v) & 0x7FFFFFFFu;
-}
-[[gnu::always_inline]] inline uint32_t mag_bits(uint16_t v) {
-  return static_cast<uint32_t>(v & 0x7FFFu) << 16;
-}
 
 // The overflow mode stays a run-time flag: it only picks a loop-invariant code.
 template <bool kE4M3>
@@ -177,20 +172,6 @@ template <Isa kIsa, class Index>
 
 // ---- the loops ---------------------------------------------------------------
 
-[[gnu::always_inline]] inline uint32_t amax_loop(const float* __restrict x, int64_t n) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, mag_bits(x[i]));
-  return m;
-}
-// bf16: the maximum of the 16-bit magnitudes, shifted once at the end (the same order as
-// mag_bits' f32 bits, NaN above Inf), so that the loop runs in 16-bit lanes: twice the
-// values a vector, and no widening.
-[[gnu::always_inline]] inline uint32_t amax_loop(const uint16_t* __restrict x, int64_t n) {
-  uint16_t m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max<uint16_t>(m, x[i] & 0x7FFFu);
-  return static_cast<uint32_t>(m) << 16;
-}
-
 // out = encode(x * scale); with kCount, also the values that overflowed the format
 // (|x * scale| past the rounding boundary of ±max, x finite: the unsaturated
 // conversion would give Inf/NaN) and the nonzero finite values that became ±0.
@@ -239,7 +220,7 @@ template <class In, bool kE4M3, bool kCount, Isa kIsa, class Scale>
         const float v = load(x[i]) * scale_at(scale, i);
         const uint8_t code = encode<kE4M3>(v, saturate);
         out[i] = code;
-        const uint32_t xm = mag_bits(x[i]);
+        const uint32_t xm = magnitude_bits(x[i]);
         saturated += (xm < kInfBits) & ((f32_bits(v) & 0x7FFFFFFFu) >= overflow_bits);
         flushed += (xm - 1u < kInfBits - 1u) & ((code & 0x7Fu) == 0);
       }
@@ -255,7 +236,7 @@ struct AmaxSpan {
   static constexpr bool kFormat = false, kCount = false;
   template <class In, bool, bool, Isa>
   [[gnu::always_inline]] static uint32_t run(const Job&, const void* x, int64_t n) {
-    return amax_loop(static_cast<const In*>(x), n);
+    return max_magnitude_bits(static_cast<const In*>(x), n);
   }
 };
 
@@ -336,7 +317,7 @@ struct Band {
         alignas(64) uint32_t amax[kRun];
         alignas(64) float block_mult[kRun];
         for (int64_t b = 0; b < nb_run; ++b) {
-          amax[b] = amax_loop(x + c0 + b * bc, std::min(bc, n - b * bc));
+          amax[b] = max_magnitude_bits(x + c0 + b * bc, std::min(bc, n - b * bc));
           st->amax_bits = std::max(st->amax_bits, amax[b]);
         }
         block_scales<kIsa>(j, amax, nb_run, block_mult, scale_inv,
@@ -355,7 +336,7 @@ struct Band {
       // second pass.
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t c0 = b * bc, w = std::min(bc, cols - c0);
-        const uint32_t m = amax_loop(x + c0, w);
+        const uint32_t m = max_magnitude_bits(x + c0, w);
         st->amax_bits = std::max(st->amax_bits, m);
         const float scale = block_scale(j, m, scale_inv, b);
         encode_loop<In, kE4M3, kCount, kIsa>(x + c0, out + c0, w, scale, j.saturate, *st);
@@ -374,10 +355,7 @@ struct Band {
       const int64_t n = std::min(run, cols - c0);
       alignas(64) uint32_t col_max[kRun];
       for (int64_t i = 0; i < n; ++i) col_max[i] = 0;
-      for (int64_t r = 0; r < h; ++r) {
-        const In* __restrict row = x + r * cols + c0;
-        for (int64_t i = 0; i < n; ++i) col_max[i] = std::max(col_max[i], mag_bits(row[i]));
-      }
+      max_column_magnitude_bits<kRun>(x + c0, cols, h, n, col_max);
       for (int64_t i = 0; i < n;) {
         const int64_t b = (c0 + i) / bc, end = std::min(n, (b + 1) * bc - c0);
         uint32_t m = f32_bits(s[b]);
@@ -458,10 +436,8 @@ struct Transposed {
       for (int64_t band = 0; band < nbands; ++band) {
         alignas(64) uint32_t col_max[kTile] = {};
         const int64_t rb = band * t.block_h, re = std::min(t.h, rb + t.block_h);
-        for (int64_t r = rb; r < re; ++r) {
-          const In* __restrict row = x + (t.r0 + r) * t.cols + t.c0 + s0;
-          for (int64_t c = 0; c < sw; ++c) col_max[c] = std::max(col_max[c], mag_bits(row[c]));
-        }
+        max_column_magnitude_bits<kTile>(x + (t.r0 + rb) * t.cols + t.c0 + s0, t.cols, re - rb, sw,
+                                         col_max);
         uint32_t* __restrict m = block_max[band];
         if (unit_w) {
           for (int64_t c = 0; c < sw; ++c) m[s0 + c] = std::max(m[s0 + c], col_max[c]);

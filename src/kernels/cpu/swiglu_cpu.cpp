@@ -10,35 +10,23 @@
 
 #include "kernels/backends.h"
 #include "kernels/cpu/activation_cpu.h"
+#include "kernels/cpu/amax.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace octet::kernels::cpu {
 namespace {
 
-// max |v[i]| of n stored values, as the bits of the f32 |v| (a bf16's in the upper half): as
-// unsigned integers NaN > Inf > every finite value, so the max makes NaN win, as the
-// quantize's amax does. bf16 in 16-bit lanes (the magnitudes are non-negative int16s).
-inline uint32_t amax_bits(const float* v, int64_t n) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, f32_bits(v[i]) & 0x7FFFFFFFu);
-  return m;
-}
-inline uint32_t amax_bits(const uint16_t* v, int64_t n) {
-  int16_t m = 0;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<int16_t>(v[i] & 0x7FFF));
-  return static_cast<uint32_t>(m) << 16;
-}
-
 #if defined(OCTET_CPU_VECTOR_EXP)
-// The same loops compiled for AVX-512 (32 bf16 magnitudes a vpmaxsw) and AVX2.
+// max_magnitude_bits (kernels/cpu/amax.h) compiled for AVX-512 (32 bf16 magnitudes a vector)
+// and AVX2.
 template <typename A>
 OCTET_AVX512 uint32_t amax_bits_avx512(const A* v, int64_t n) {
-  return amax_bits(v, n);
+  return max_magnitude_bits(v, n);
 }
 template <typename A>
 OCTET_AVX2 uint32_t amax_bits_avx2(const A* v, int64_t n) {
-  return amax_bits(v, n);
+  return max_magnitude_bits(v, n);
 }
 #endif
 
@@ -63,7 +51,7 @@ void rows_with_amax(int64_t rows, int64_t elements, const Tensor& amax, Isa isa,
       continue;
     }
 #endif
-    m = std::max(m, amax_bits(out, n));
+    m = std::max(m, max_magnitude_bits(out, n));
   }
   if (want) amax.as<float>()[0] = f32_from_bits(m);
 }
