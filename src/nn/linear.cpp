@@ -72,12 +72,10 @@ bool Linear::quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::R
 }
 
 bool Linear::takes_amax(Device device, Precision precision, const fp8::Recipe& recipe) {
-  const kernels::ScaleGrid a = recipe.grid(fp8::Role::activation),
-                           g = recipe.grid(fp8::Role::gradient);
-  const auto per_tensor = [](kernels::ScaleGrid s) {
-    return s.block_rows == 0 && s.block_cols == 0 && !s.e8m0;
-  };
-  return precision == Precision::fp8 && device.is_cpu() && per_tensor(a) && per_tensor(g);
+  // The CPU's per-tensor quantizes (the ones that widen) take a given amax.
+  return precision == Precision::fp8 &&
+         fp8::QuantizedTensor::widens(device, recipe, fp8::Role::activation) &&
+         fp8::QuantizedTensor::widens(device, recipe, fp8::Role::gradient);
 }
 
 Linear::Linear(const LinearConfig& config) : config_(config) {
