@@ -17,7 +17,7 @@ namespace octet::kernels {
 // A [M, K] and B [N, K], both K-major, giving C [M, N] = A Bᵀ.
 struct GemmOptions {
   bool trans_a = false;  // A is stored [K, M] (op(A) = Aᵀ); not allowed for FP8
-  bool trans_b = true;   // B is stored [N, K] (op(B) = Bᵀ); must stay true for FP8
+  bool trans_b = true;   // B is stored [N, K] (op(B) = Bᵀ); FP8 false on the CPU only
   float alpha = 1.0f;
   float beta = 0.0f;  // beta != 0 accumulates into C (C must then hold valid values)
   // FP8 operands only: the factors that undo each operand's quantization, on the
@@ -49,7 +49,10 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 // Computes C as GemmOptions describes. Accepted operand/output dtypes:
 //   f32 x f32 -> f32;  bf16 x bf16 -> f32 | bf16;
 //   e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3 -> f32 | bf16 (E5M2 x E5M2 is refused);
-// FP8 operands must be K-major (trans_a false, trans_b true) with K a multiple of 16.
+// FP8 operands must be K-major (trans_a false, trans_b true) with K a multiple of 16; on
+// the CPU B may also be stored [K, N] (trans_b false; its scales stay on the grid of B as
+// [N, K]): the row recipe's column copies (fp8::TransposedCopy::columns_on_cpu), which the
+// CPU's block kernel packs without a transpose.
 // K-splitting scale grids must split K into the same slices for A and B.
 // All tensors must be on one device. Throws octet::Error naming the problem otherwise.
 // On CUDA (cuBLASLt), FP8 operands and C must also start 16-byte aligned (B and C need

@@ -265,14 +265,23 @@ std::vector<double> run_into_c(Device device, const HostC& c0,
   return out;
 }
 
-// kernels::gemm on `device` with both operands and scale_inv tensors uploaded there.
-std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g) {
+// kernels::gemm on `device` with both operands and scale_inv tensors uploaded there; with
+// b_kn, B's codes stored [K, N] (GemmOptions::trans_b false).
+std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g, bool b_kn = false) {
   Buffer a_buf, b_buf, sa_buf, sb_buf, workspace;
   const Tensor a =
       upload(device, a_buf, g.a.dtype, {g.a.rows, g.a.cols}, g.a.codes.data(), g.a.codes.size());
+  std::vector<uint8_t> b_codes = g.b.codes;
+  if (b_kn) {
+    for (int64_t j = 0; j < g.b.rows; ++j)
+      for (int64_t k = 0; k < g.b.cols; ++k)
+        b_codes[k * g.b.rows + j] = g.b.codes[j * g.b.cols + k];
+  }
   const Tensor b =
-      upload(device, b_buf, g.b.dtype, {g.b.rows, g.b.cols}, g.b.codes.data(), g.b.codes.size());
+      upload(device, b_buf, g.b.dtype, b_kn ? Shape{g.b.cols, g.b.rows} : Shape{g.b.rows, g.b.cols},
+             b_codes.data(), b_codes.size());
   GemmOptions o;
+  o.trans_b = !b_kn;
   o.alpha = g.alpha;
   o.beta = g.beta;
   o.a_grid = g.a.grid;
@@ -646,6 +655,55 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   for (int64_t i = 0; i < m; ++i) EXPECT_TRUE(std::isnan(c[i * n])) << "row " << i;
 }
 
+// B stored [K, N] (trans_b false: the row recipe's column copies) gives the K-major call's
+// bits on every way: the block micro-kernel packs the same panels from it (AMX for per-row
+// grids, AVX512_BF16 or AMX for K slices), and every other way multiplies B made K-major.
+// Every grid kind (per tensor, rows, rows folded, K slices, MX folded, out of range), both
+// paths, every instruction-set level this machine has; K not a multiple of AMX's 32 (padded
+// pairs), N not of the 32-column panel.
+TEST(CpuFp8FusedGemm, BStoredKByNGivesTheKMajorBitsOnEveryWay) {
+  testing::Rng rng(testing::fresh_seed());
+  EngineGuard engine_guard;
+  Fp8PathGuard path_guard;
+  auto pow2_scales = [](ScaledOperand& op) {
+    for (size_t i = 0; i < op.scales.size(); ++i)
+      set_scale(op, i, std::exp2(std::floor(std::log2(op.scales[i]))));
+  };
+  std::vector<ScaledGemm> gemms;
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{40, 48, 272}, {33, 70, 256}, {1, 1, 16}}) {
+    auto make = [&](ScaleGrid ga, ScaleGrid gb) {
+      return ScaledGemm{random_operand(DType::e4m3, m, k, ga, rng),
+                        random_operand(DType::e5m2, n, k, gb, rng),
+                        random_c(DType::bf16, m, n, rng), 1.0f, 0.5f};
+    };
+    ScaledGemm row_pow2 = make(kRow, kRow), tiny = make(kRow, kRow);
+    pow2_scales(row_pow2.a);
+    pow2_scales(row_pow2.b);
+    set_scale(tiny.b, 0, 0x1p-47);  // out of the fused ways' range: none
+    gemms.push_back(make(kTensor, kTensor));
+    gemms.push_back(make(kRow, kRow));
+    gemms.push_back(row_pow2);
+    gemms.push_back(tiny);
+    gemms.push_back(make(kTiles, kBlocks));
+    gemms.push_back(make(kMx, kMx));
+  }
+  for (const char* isa : {"amx", "avx512", "avx2", "baseline"}) {
+    const testing::ScopedEnv level("OCTET_CPU_ISA", isa);
+    for (const auto path : {kernels::cpu::Fp8GemmPath::fused, kernels::cpu::Fp8GemmPath::slices}) {
+      kernels::cpu::set_fp8_gemm_path(path);
+      for (const ScaledGemm& g : gemms) {
+        const std::vector<double> kmajor = run_kernel_gemm(Device::cpu(), g);
+        const std::vector<double> kn = run_kernel_gemm(Device::cpu(), g, true);
+        for (size_t i = 0; i < kmajor.size(); ++i) {
+          ASSERT_TRUE(kn[i] == kmajor[i] || (std::isnan(kn[i]) && std::isnan(kmajor[i])))
+              << g.describe() << " " << isa << " path " << static_cast<int>(path) << " element "
+              << i << ": " << kn[i] << " against K-major " << kmajor[i];
+        }
+      }
+    }
+  }
+}
+
 // Every code of both formats widens to the bf16 and to the f32 of its exact value (NaN to a
 // NaN), in the vector loop and its scalar tail, on every instruction-set level this machine
 // has.
@@ -815,6 +873,19 @@ TEST(ScaledGemmArguments, GridsThatSplitKDifferentlyAreRefused) {
     expect_gemm_error([&] { kernels::gemm_workspace_bytes(a, b, c, o); }, "[gemm] ",
                       "split K differently");
   }
+}
+
+// FP8's A is always K-major; B stored [K, N] only on the CPU (CUDA refuses it: cuBLASLt's FP8
+// GEMMs are TN), with the reason.
+TEST(ScaledGemmArguments, Fp8ATransposedIsRefused) {
+  const int64_t m = 4, n = 5, k = 32;
+  HostTensors s;
+  const Tensor a = s.make(DType::e4m3, {k, m}), b = s.make(DType::e4m3, {n, k});
+  const Tensor c = s.make(DType::f32, {m, n});
+  GemmOptions o;
+  o.trans_a = true;
+  o.workspace = s.make(DType::u8, {1 << 20});
+  expect_gemm_error([&] { kernels::gemm(a, b, c, o); }, "[gemm] ", "K-major");
 }
 
 TEST(ScaledGemmArguments, AScaleTensorOfTheWrongShapeOrDtypeIsRefused) {

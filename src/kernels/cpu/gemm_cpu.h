@@ -136,6 +136,7 @@ struct Fp8BlockGemm {
   void* c;                // [m, n], f32 or bf16
   DType c_dtype;
   float alpha, beta;  // beta == 0: C only written
+  bool b_kn = false;  // b stored [k, n] (GemmOptions::trans_b false); b_scales as above
 };
 // Whether this CPU has AVX512_BF16 and OCTET_CPU_ISA (read per call) allows AVX-512.
 bool fp8_block_gemm_available();

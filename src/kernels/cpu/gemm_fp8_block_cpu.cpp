@@ -174,6 +174,33 @@ OCTET_AVX512_BF16 void pack_panel(const uint32_t* rows, int64_t pairs, uint32_t*
     for (int64_t c = 0; c < kNr; ++c) out[p * kNr + c] = rows[c * pairs + p];
 }
 
+// One panel of B stored [k, n] (bf16, row stride n), columns [j0, j0 + 32): out[p * 32 + c] =
+// B[2p][j0 + c] | B[2p + 1][j0 + c] << 16, zero past row k and column n. Pairs of rows
+// interleaved: no transpose (pack_panel's rows are B's columns).
+OCTET_AVX512_BF16 void pack_panel_kn(const uint16_t* b, int64_t k, int64_t n, int64_t j0,
+                                     int64_t pairs, uint32_t* out) {
+  // Word 2i of the first half from row 2p's column i, word 2i + 1 from row 2p + 1's (index 32 +
+  // i of the two-register table); the second half columns 16 + i.
+  alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                   37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                   11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t kHi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                   53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                   27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_load_si512(kHi);
+  const int64_t cols = std::min<int64_t>(kNr, n - j0);
+  const __mmask32 mask = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
+  const uint16_t* col = b + j0;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512i r0 =
+        2 * p < k ? _mm512_maskz_loadu_epi16(mask, col + 2 * p * n) : _mm512_setzero_si512();
+    const __m512i r1 = 2 * p + 1 < k ? _mm512_maskz_loadu_epi16(mask, col + (2 * p + 1) * n)
+                                     : _mm512_setzero_si512();
+    _mm512_storeu_si512(out + p * kNr, _mm512_permutex2var_epi16(r0, lo, r1));
+    _mm512_storeu_si512(out + p * kNr + 16, _mm512_permutex2var_epi16(r0, hi, r1));
+  }
+}
+
 OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l,
                                       const uint16_t* a16, const uint32_t* panels,
                                       const float* col_scales, const float* row_scales,
@@ -317,29 +344,30 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   const int64_t pairs = l.kp / 2, tiles = l.mp / kMr, panel_count = l.np / kNr;
   const bool big = g.m * g.k + g.n * g.k > (int64_t{1} << 16);
 
-  // A and B widened to bf16 (exact), K padded to even and rows padded with zeros.
+  // A and B widened to bf16 (exact), K padded to even and rows padded with zeros. B stored
+  // [k, n] is widened as it is stored, one run, and pack_panel_kn pads it.
   const Fp8ToBf16 widen_a = fp8_to_bf16(g.a_dtype), widen_b = fp8_to_bf16(g.b_dtype);
-  if (l.kp == g.k) {
-    // Even K (every FP8 GEMM's K is a multiple of 16): the rows of A and of B are each one
-    // run of codes, widened in chunks rather than a call per row (rows of 256 codes are
-    // eight vectors); then the padding rows.
-    constexpr int64_t kChunk = 8192;
-    const int64_t a_chunks = (g.m * g.k + kChunk - 1) / kChunk;
-    const int64_t chunks = a_chunks + (g.n * g.k + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (big)
+  // Where K needs no padding (every FP8 GEMM's K is a multiple of 16, AMX's steps 32) the rows
+  // of an operand are one run of codes, widened in chunks rather than a call per row (rows of
+  // 256 codes are eight vectors); then the padding rows. Otherwise row by row.
+  const bool a_run = l.kp == g.k, b_run = l.kp == g.k || g.b_kn;
+  constexpr int64_t kChunk = 8192;
+  const int64_t a_chunks = a_run ? (g.m * g.k + kChunk - 1) / kChunk : 0;
+  const int64_t chunks = a_chunks + (b_run ? (g.n * g.k + kChunk - 1) / kChunk : 0);
+  const int64_t a_rows = a_run ? 0 : l.mp, rows = a_rows + (b_run ? 0 : l.np);
+#pragma omp parallel if (big)
+  {
+#pragma omp for schedule(static) nowait
     for (int64_t c = 0; c < chunks; ++c) {
       const bool is_a = c < a_chunks;
       const int64_t begin = (is_a ? c : c - a_chunks) * kChunk;
       const int64_t n = std::min(kChunk, (is_a ? g.m : g.n) * g.k - begin);
       (is_a ? widen_a : widen_b)((is_a ? g.a : g.b) + begin, (is_a ? a16 : b16) + begin, n);
     }
-    std::fill(a16 + g.m * l.kp, a16 + l.mp * l.kp, uint16_t{0});
-    std::fill(b16 + g.n * l.kp, b16 + l.np * l.kp, uint16_t{0});
-  } else {
-#pragma omp parallel for schedule(static) if (big)
-    for (int64_t r = 0; r < l.mp + l.np; ++r) {
-      const bool is_a = r < l.mp;
-      const int64_t row = is_a ? r : r - l.mp;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool is_a = r < a_rows;
+      const int64_t row = is_a ? r : r - a_rows;
       uint16_t* out = is_a ? a16 + row * l.kp : b16 + row * l.kp;
       if (row < (is_a ? g.m : g.n)) {
         (is_a ? widen_a : widen_b)((is_a ? g.a : g.b) + row * g.k, out, g.k);
@@ -349,13 +377,18 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
       }
     }
   }
-  // B's rows as panels of 32 columns, each K pair of a column one 32-bit word, and each
-  // panel's column scales per slice (0 for padding columns).
+  if (a_run) std::fill(a16 + g.m * l.kp, a16 + l.mp * l.kp, uint16_t{0});
+  if (l.kp == g.k && !g.b_kn) std::fill(b16 + g.n * l.kp, b16 + l.np * l.kp, uint16_t{0});
+    // B's rows as panels of 32 columns, each K pair of a column one 32-bit word, and each
+    // panel's column scales per slice (0 for padding columns).
 #pragma omp parallel for schedule(static) if (big)
   for (int64_t panel = 0; panel < panel_count; ++panel) {
     uint32_t* out = panels + panel * pairs * kNr;
-    const auto* rows = reinterpret_cast<const uint32_t*>(b16 + panel * kNr * l.kp);
-    pack_panel(rows, pairs, out);
+    if (g.b_kn) {
+      pack_panel_kn(b16, g.k, g.n, panel * kNr, pairs, out);
+    } else {
+      pack_panel(reinterpret_cast<const uint32_t*>(b16 + panel * kNr * l.kp), pairs, out);
+    }
     float* scales = col_scales + panel * l.slices * kNr;
     for (int64_t s = 0; s < l.slices; ++s) {
       for (int64_t c = 0; c < kNr; ++c) {

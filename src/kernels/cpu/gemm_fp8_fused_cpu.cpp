@@ -740,7 +740,7 @@ void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   fill(sa, d.m, a_scales);
   fill(sb, d.n, b_scales);
   fp8_block_gemm({a.as<const uint8_t>(), a.dtype, b.as<const uint8_t>(), b.dtype, d.m, d.n, d.k,
-                  slice, a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta},
+                  slice, a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta, !o.trans_b},
                  rest);
 }
 
@@ -828,7 +828,11 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
             reinterpret_cast<uint16_t*>(base + l.a_bytes));
     }
   };
+  // B stored [K, N] (trans_b false): only the block micro-kernel takes it as it is (its
+  // panels are pairs of B's rows); the other ways decline it, and fp8_gemm makes B K-major
+  // first, so that every way gives the K-major call's bits.
   if (kind == Fp8FusedKind::folded) {
+    if (!o.trans_b) return false;
     // Every scale folds exactly into the bf16 (or f32) operands: C = alpha A' B'ᵀ + beta C.
     widen_both(true);
     auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
@@ -844,6 +848,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
       run_block_gemm(a, b, c, o, d, sa, sb, slice);
       return true;
     }
+    if (!o.trans_b) return false;
     auto* a32 = reinterpret_cast<float*>(base);
     auto* b32 = reinterpret_cast<float*>(base + l.a_bytes);
     widen(loops, a8, a.dtype, d.m, d.k, sa, true, a32);
@@ -870,6 +875,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     run_block_gemm(a, b, c, o, d, sa, sb, rows);
     return true;
   }
+  if (!o.trans_b) return false;
   widen_both(false);
   if (per_tensor) {
     // One scale each: one GEMM of the codes with one factor, rounded once, as the reference path
