@@ -44,11 +44,22 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
               op, "data must be e4m3 or e5m2 [", rows, ", ", cols, "] on ", device_name(x.device),
               ", got ", out.data.str());
   check_scales(op, "scale_inv", out.scale_inv, rows, cols, o.grid, x.device);
+  if (out.data_t_in_x_layout) {
+    OCTET_CHECK(x.device.is_cpu(), op, "data_t in x's layout (B stored [K, N]) is the CPU's; on ",
+                device_name(x.device), " the transposed copy is K-major");
+    const bool square = o.grid.block_rows == o.grid.block_cols;  // per tensor, NxN
+    OCTET_CHECK(o.grid.block_rows == 1 || square, op,
+                "data_t in x's layout takes grids whose blocks are 1xN (row, 1x128, MX), NxN or "
+                "the whole tensor, got ",
+                o.grid.block_rows, "x", o.grid.block_cols);
+  }
   if (!out.data_t.empty()) {
-    OCTET_CHECK(out.data_t.dtype == out.data.dtype && out.data_t.rows() == cols &&
-                    out.data_t.cols() == rows && out.data_t.device == x.device,
-                op, "data_t must be ", dtype_name(out.data.dtype), "[", cols, ", ", rows, "], got ",
-                out.data_t.str());
+    const bool x_layout = out.data_t_in_x_layout;
+    OCTET_CHECK(
+        out.data_t.dtype == out.data.dtype && out.data_t.rows() == (x_layout ? rows : cols) &&
+            out.data_t.cols() == (x_layout ? cols : rows) && out.data_t.device == x.device,
+        op, "data_t must be ", dtype_name(out.data.dtype), "[", x_layout ? rows : cols, ", ",
+        x_layout ? cols : rows, "]", x_layout ? " (x's layout)" : "", ", got ", out.data_t.str());
     check_scales(op, "scale_inv_t", out.scale_inv_t, cols, rows, o.grid, x.device);
   }
   if (!out.wide.empty()) {

@@ -113,10 +113,11 @@ struct QuantizeRun {
   bool power_of_two_scales = false;
   Overflow overflow = Overflow::saturate;
   std::optional<float> given_scale;
-  bool amax = true;         // ask for the amax output
-  bool counts = true;       // ask for the counts
-  bool misaligned = false;  // every tensor one element past a 64-byte boundary
-  bool wide = false;        // ask for the codes widened to bf16 (CPU only)
+  bool amax = true;                 // ask for the amax output
+  bool counts = true;               // ask for the counts
+  bool misaligned = false;          // every tensor one element past a 64-byte boundary
+  bool wide = false;                // ask for the codes widened to bf16 (CPU only)
+  bool data_t_in_x_layout = false;  // data_t [rows, cols] (CPU only): Quantized::data_t too
 };
 inline QuantizeRun make_run(kernels::ScaleGrid grid, DType fp8, DType in,
                             bool with_transposed = true) {
@@ -211,7 +212,8 @@ inline Quantized quantize_on(Device device, const std::vector<float>& x, int64_t
   in.write(input_bytes(x, run.in).data());
   GuardedArray data(device, run.fp8, {rows, cols}, m);
   GuardedArray scale_inv(device, scale_dtype, kernels::scale_grid_shape(rows, cols, run.grid), m);
-  GuardedArray data_t(device, run.fp8, {cols, rows}, m);
+  GuardedArray data_t(device, run.fp8,
+                      run.data_t_in_x_layout ? Shape{rows, cols} : Shape{cols, rows}, m);
   GuardedArray scale_inv_t(device, scale_dtype, kernels::scale_grid_shape(cols, rows, run.grid), m);
   GuardedArray amax(device, DType::f32, {1}, m);
   GuardedArray counts(device, DType::i32, {2}, m);  // 0xA5A5A5A5: must be overwritten
@@ -226,6 +228,7 @@ inline Quantized quantize_on(Device device, const std::vector<float>& x, int64_t
   if (run.with_transposed) {
     out.data_t = data_t.tensor();
     out.scale_inv_t = scale_inv_t.tensor();
+    out.data_t_in_x_layout = run.data_t_in_x_layout;
   }
   kernels::QuantizeOptions options;
   options.grid = run.grid;

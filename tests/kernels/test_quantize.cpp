@@ -164,6 +164,70 @@ TEST_P(QuantizeKernel, TransposedCopyIsTheQuantizedTranspose) {
   });
 }
 
+// The column copy (QuantizeOutputs::data_t_in_x_layout, the CPU's B stored [K, N]) is the
+// transposed copy's codes in x's layout and its scales, bit for bit, with data, amax and counts
+// unchanged: every recipe grid, both formats and inputs, on every instruction-set level and on 1
+// and 2 threads (one band split into slabs that share its column maxima); shapes past a column
+// chunk (512) and past the 4096 columns one pass of maxima holds, NaN and Inf in some columns.
+TEST(QuantizeColumnCopy, IsTheTransposedCopyInXsLayoutOnEveryLevelAndThreadCount) {
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t shapes[][2] = {{1, 1},     {300, 1},   {3, 200},   {130, 257},
+                               {217, 256}, {520, 700}, {33, 4100}, {4100, 24}};
+  const int saved_threads = omp_get_max_threads();
+  int turn = 0;
+  for (const char* isa : {"avx512", "avx2", "baseline"}) {
+    const testing::ScopedEnv level("OCTET_CPU_ISA", isa);
+    for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
+      for (const auto& shape : shapes) {
+        const int64_t rows = shape[0], cols = shape[1];
+        const testing::Distribution d = testing::kDistributions[turn % 3];
+        std::vector<float> x = testing::random_matrix(d, rows * cols, qc.in, rng);
+        if (turn++ % 4 == 0 && rows * cols > 4) {  // a NaN in one column, an Inf in another
+          x[(rows / 2) * cols + cols / 3] = NAN;
+          x[(rows - 1) * cols] = -INFINITY;
+        }
+        const int threads = 1 + turn % 2;
+        SCOPED_TRACE(std::string(isa) + " " + qc.name() + " [" + std::to_string(rows) + ", " +
+                     std::to_string(cols) + "] " + testing::distribution_name(d) + " " +
+                     std::to_string(threads) + " threads");
+        QuantizeRun run = testing::make_run(qc.grid, qc.fp8, qc.in, true);
+        omp_set_num_threads(threads);
+        const Quantized kmajor = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+        run.data_t_in_x_layout = true;
+        const Quantized got = testing::quantize_on(Device::cpu(), x, rows, cols, run);
+        omp_set_num_threads(saved_threads);
+        const Shape scale_t = kernels::scale_grid_shape(cols, rows, run.grid);
+        expect_same_bytes(got.data_t, transposed_bytes(kmajor.data_t, cols, rows, 1), cols, 1,
+                          "data_t in x's layout vs the K-major copy transposed");
+        expect_same_bytes(got.scale_inv_t_raw, kmajor.scale_inv_t_raw, scale_t[1],
+                          run.grid.e8m0 ? 1 : 4, "scale_inv_t");
+        expect_same_bytes(got.data, kmajor.data, cols, 1, "data");
+        expect_same_bytes(got.scale_inv_raw, kmajor.scale_inv_raw,
+                          kernels::scale_grid_shape(rows, cols, run.grid)[1], run.grid.e8m0 ? 1 : 4,
+                          "scale_inv");
+        EXPECT_TRUE(same_float(got.amax, kmajor.amax));
+        EXPECT_EQ(got.saturated, kmajor.saturated);
+        EXPECT_EQ(got.flushed, kmajor.flushed);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+// Grids other than 1xN, NxN and per tensor have no column copy; the refusal says which grids do.
+TEST(QuantizeColumnCopy, OtherGridsAreRefused) {
+  QuantizeRun run = testing::make_run(kernels::ScaleGrid{2, 3, false}, DType::e4m3, DType::f32);
+  run.data_t_in_x_layout = true;
+  const std::vector<float> x(6 * 9, 1.0f);
+  try {
+    testing::quantize_on(Device::cpu(), x, 6, 9, run);
+    FAIL() << "a 2x3 grid with data_t in x's layout was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1xN (row, 1x128, MX), NxN"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Grids no recipe uses today (non-square blocks, whole-dimension blocks one way,
 // blocks wider than a tile, odd MX block sizes) follow the same definition.
 TEST_P(QuantizeKernel, UnusualGridsMatchTheReferenceBitForBit) {

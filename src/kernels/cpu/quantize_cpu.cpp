@@ -98,6 +98,23 @@ struct TransposedTask {
   bool writes_scales = true;
 };
 
+// One piece of the column copy (QuantizeOutputs::data_t_in_x_layout): rows [r0, r0 + h) of x,
+// all in band `band` of block_h rows, x columns [c0, c0 + w) (w <= kColumnChunk).
+struct ColumnsTask {
+  const void* x;
+  int64_t cols;  // x's
+  int64_t r0, h, c0, w;
+  uint8_t* data_t;    // [rows, cols], x's layout
+  void* scale_inv_t;  // [cols, bands]
+  int64_t bands, band;
+  // One band split over slabs of rows (the row grid): `maxima` max-es the slab's column maxima
+  // into col_max ([cols], every slab's) and stops; `encode` takes the band's maxima from there,
+  // and writes scale_inv_t only where writes_scales (one slab).
+  enum class Split : uint8_t { none, maxima, encode } split = Split::none;
+  uint32_t* col_max = nullptr;
+  bool writes_scales = true;
+};
+
 // ---- element helpers (inlined into each instruction-set variant) -------------
 
 [[gnu::always_inline]] inline float load(float v) {
@@ -542,6 +559,49 @@ struct Transposed {
   }
 };
 
+// The column copy of one task: the band's column maxima (16-bit lanes for bf16, read along
+// the rows), their multipliers, and each row encoded with them where it lies: xᵀ's codes in x's
+// layout, the transposed copy's bits without its transposes.
+constexpr int64_t kColumnChunk = 512;
+struct Columns {
+  static constexpr bool kFormat = true, kCount = false;
+  template <class In, bool kE4M3, bool, Isa kIsa>
+  [[gnu::always_inline]] static void run(const Job& j, const ColumnsTask& t) {
+    const In* x = static_cast<const In*>(t.x);
+    using Split = ColumnsTask::Split;
+    alignas(64) uint32_t col_max[kColumnChunk];
+    if (t.split == Split::encode) {
+      std::copy_n(t.col_max + t.c0, t.w, col_max);
+    } else {
+      std::fill_n(col_max, t.w, 0u);
+      max_column_magnitude_bits<kColumnChunk>(x + t.r0 * t.cols + t.c0, t.cols, t.h, t.w, col_max);
+    }
+    if (t.split == Split::maxima) {
+      for (int64_t c = 0; c < t.w; ++c) {
+        std::atomic_ref<uint32_t> m(t.col_max[t.c0 + c]);
+        uint32_t seen = m.load(std::memory_order_relaxed);
+        while (seen < col_max[c] &&
+               !m.compare_exchange_weak(seen, col_max[c], std::memory_order_relaxed)) {
+        }
+      }
+      return;
+    }
+    uint32_t bound = 0;  // bounds |x| in the task: the encoders' NaN select
+    for (int64_t c = 0; c < t.w; ++c) bound = std::max(bound, col_max[c]);
+    alignas(64) float mult[kColumnChunk];
+    alignas(64) uint32_t unwritten[kColumnChunk];  // the scales of a slab that does not write them
+    block_scales<kIsa>(
+        j, col_max, t.w, mult, t.writes_scales ? t.scale_inv_t : static_cast<void*>(unwritten),
+        [&](int64_t b) { return t.writes_scales ? (t.c0 + b) * t.bands + t.band : b; });
+    for (int64_t r = t.r0; r < t.r0 + t.h; ++r) {
+      Stats st;
+      st.amax_bits = bound;
+      encode_loop<In, kE4M3, false, kIsa>(x + r * t.cols + t.c0, t.data_t + r * t.cols + t.c0, t.w,
+                                          static_cast<const float*>(mult), j.saturate, st);
+    }
+  }
+};
+
 // Picks K::run<In, kE4M3, kCount> from the job, one branch per flag; everything
 // is inlined into the instruction-set variant that calls it.
 template <class K, Isa kIsa, class In, bool kE4M3, class... Args>
@@ -573,6 +633,7 @@ struct Kernels {
   void (*encode)(const Job&, const void*, uint8_t*, int64_t, float, Stats*);
   void (*band)(const Job&, const void*, int64_t, int64_t, int64_t, uint8_t*, void*, Stats*);
   void (*transposed)(const Job&, const TransposedTask&);
+  void (*columns)(const Job&, const ColumnsTask&);
   // The transposed copy of bf16 x for 1 x N grids as rows of xᵀ (transposed_by_rows below):
   // x, rows, cols, r0, h, c0, w, block, data_t, scale_inv_t, scale size. nullptr below AVX-512.
   void (*transposed_by_rows)(const Job&, const void*, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -601,8 +662,11 @@ struct Kernels {
   attributes void transposed_##name(const Job& j, const TransposedTask& t) {                       \
     dispatch<Transposed, vec>(j, t);                                                               \
   }                                                                                                \
+  attributes void columns_##name(const Job& j, const ColumnsTask& t) {                             \
+    dispatch<Columns, vec>(j, t);                                                                  \
+  }                                                                                                \
   [[maybe_unused]] constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name,   \
-                                                        transposed_##name};
+                                                        transposed_##name, columns_##name};
 
 OCTET_QUANTIZE_VARIANT(baseline, Isa::baseline, )
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -645,8 +709,8 @@ void encode_wide_avx512(const Job& j, const void* x, uint8_t* out, uint16_t* wid
   dispatch<EncodeWideSpan, Isa::avx512>(j, x, out, wide, n, scale, st);
 }
 constexpr Kernels kKernels_avx512 = {
-    amax_avx512_base,          encode_avx512_base, band_avx512_base,  transposed_avx512_base,
-    transposed_by_rows_avx512, rows_avx512,        encode_wide_avx512};
+    amax_avx512_base,    encode_avx512_base,        band_avx512_base, transposed_avx512_base,
+    columns_avx512_base, transposed_by_rows_avx512, rows_avx512,      encode_wide_avx512};
 #endif
 #undef OCTET_QUANTIZE_VARIANT
 
@@ -902,6 +966,91 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   }
 }
 
+// The column copy (QuantizeOutputs::data_t_in_x_layout): xᵀ quantized on the grid, its codes
+// stored like x. Per tensor and NxN: the transposed copy's codes are data's (the same blocks),
+// so data_t is data and scale_inv_t the transpose of scale_inv. Grids whose xᵀ blocks are
+// columns of x (1xN: row, 1x128, MX): per band of block_h rows, tasks of kColumnChunk columns
+// (Columns above); one band (row) is split into slabs of rows that share its column maxima,
+// which do not depend on the order: nor do the outputs on the thread count.
+void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOutputs& out,
+                      ScaleGrid grid) {
+  const int64_t rows = x.rows(), cols = x.cols();
+  const int64_t block_rows = block_size(grid.block_rows, rows);
+  const int64_t block_cols = block_size(grid.block_cols, cols);
+  const int64_t block_h = block_size(grid.block_cols, rows);  // xᵀ's blocks in x's rows
+  if (grid.block_rows != 1) {  // per tensor, NxN (the front end allows no other)
+    const int64_t bands = (rows + block_rows - 1) / block_rows;
+    const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+    std::memcpy(out.data_t.data, out.data.data, static_cast<size_t>(rows * cols));
+    transpose(Tensor(out.scale_inv.data, out.scale_inv.dtype, {bands, scale_cols}),
+              Tensor(out.scale_inv_t.data, out.scale_inv.dtype, {scale_cols, bands}));
+    return;
+  }
+  j.count = false;  // counts are for data only
+  ColumnsTask base{};
+  base.x = x.data;
+  base.cols = cols;
+  base.data_t = out.data_t.as<uint8_t>();
+  base.scale_inv_t = out.scale_inv_t.data;
+  base.bands = (rows + block_h - 1) / block_h;
+  const int64_t chunks = (cols + kColumnChunk - 1) / kColumnChunk;
+  auto task = [&](int64_t r0, int64_t h, int64_t chunk) {
+    ColumnsTask t = base;
+    t.r0 = r0;
+    t.h = h;
+    t.band = r0 / block_h;
+    t.c0 = chunk * kColumnChunk;
+    t.w = std::min(kColumnChunk, cols - t.c0);
+    return t;
+  };
+  const bool parallel = rows * cols > kParallelElements;
+  if (base.bands > 1 || !parallel) {
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+    for (int64_t band = 0; band < base.bands; ++band) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t r0 = band * block_h;
+        k.columns(j, task(r0, std::min(block_h, rows - r0), c));
+      }
+    }
+    return;
+  }
+  // One band: about four tasks a thread, slabs of at least 16 rows; the column maxima of the
+  // whole band (up to kMaxSlabColumns columns at a time) on the stack.
+  const int threads = omp_get_max_threads();
+  const int64_t want = std::max<int64_t>(1, (4 * threads + chunks - 1) / chunks);
+  const int64_t slab_h = std::max<int64_t>(16, (rows + want - 1) / want);
+  const int64_t slabs = (rows + slab_h - 1) / slab_h;
+  alignas(64) uint32_t col_max[kMaxSlabColumns];
+  constexpr int64_t kGroup = kMaxSlabColumns / kColumnChunk;  // chunks sharing col_max
+  for (int64_t g0 = 0; g0 < chunks; g0 += kGroup) {
+    const int64_t g1 = std::min(chunks, g0 + kGroup);
+    std::fill_n(col_max, kMaxSlabColumns, 0u);
+    uint32_t* shifted = col_max - g0 * kColumnChunk;  // indexed by x's column
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t slab = 0; slab < slabs; ++slab) {
+        for (int64_t c = g0; c < g1; ++c) {
+          ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
+          t.split = ColumnsTask::Split::maxima;
+          t.col_max = shifted;
+          k.columns(j, t);
+        }
+      }
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t slab = 0; slab < slabs; ++slab) {
+        for (int64_t c = g0; c < g1; ++c) {
+          ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
+          t.split = ColumnsTask::Split::encode;
+          t.col_max = shifted;
+          t.writes_scales = slab == 0;
+          k.columns(j, t);
+        }
+      }
+    }
+  }
+}
+
 // wide = data's codes widened to bf16, in chunks over the threads (the grids other than per
 // tensor, whose band loops do not write wide themselves).
 void widen_codes(const Tensor& data, uint16_t* wide) {
@@ -950,7 +1099,13 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
     quantize_bands(k, j, x, out, block_rows, block_cols, st);
     if (!out.wide.empty()) widen_codes(out.data, out.wide.as<uint16_t>());
   }
-  if (!out.data_t.empty()) quantize_transposed(k, j, x, out, o.grid);
+  if (!out.data_t.empty()) {
+    if (out.data_t_in_x_layout) {
+      quantize_columns(k, j, x, out, o.grid);
+    } else {
+      quantize_transposed(k, j, x, out, o.grid);
+    }
+  }
   if (!out.amax.empty()) out.amax.as<float>()[0] = amax_value(st.amax_bits);
   if (!out.counts.empty()) {
     out.counts.as<int32_t>()[0] = static_cast<int32_t>(std::min<uint64_t>(st.saturated, INT32_MAX));
