@@ -52,11 +52,10 @@ GemmDims validate(const Tensor& a, const Tensor& b, const Tensor& c, const GemmO
     OCTET_CHECK(is_fp8(a.dtype) && is_fp8(b.dtype), op, "FP8 GEMMs take two FP8 operands, got A ",
                 a.str(), " and B ", b.str());
     check_fp8_formats(a.dtype, b.dtype, d.k);
-    OCTET_CHECK(!o.trans_a && (o.trans_b || a.device.is_cpu()), op,
-                "FP8 operands must both be K-major (A [M, K], B [N, K]); the CPU also takes B "
-                "stored [K, N] (trans_b = false), ",
-                a.device.is_cpu() ? "A never" : "CUDA does not (cuBLASLt's FP8 GEMMs are TN)",
-                "; make the transposed copy with kernels::transpose or at quantization time");
+    OCTET_CHECK((!o.trans_a && o.trans_b) || a.device.is_cpu(), op,
+                "FP8 operands must both be K-major (A [M, K], B [N, K]) on ", device_name(a.device),
+                " (cuBLASLt's FP8 GEMMs are TN; the CPU also takes A stored [K, M] and B [K, N]); "
+                "make the transposed copy with kernels::transpose or at quantization time");
     check_scales("A", o.a_scale_inv, o.a_grid, d.m, d.k, a.device);
     check_scales("B", o.b_scale_inv, o.b_grid, d.n, d.k, a.device);
     OCTET_CHECK(o.a_grid.block_cols == o.b_grid.block_cols, op,
@@ -111,6 +110,10 @@ size_t gemm_cuda_plan_count() {
 #else
   return 0;
 #endif
+}
+
+bool fp8_gemm_reads_k_first(Device device, ScaleGrid grid) {
+  return device.is_cpu() && cpu::fp8_gemm_reads_k_first(grid);
 }
 
 const char* cpu_gemm_engine() {

@@ -16,8 +16,8 @@ namespace octet::kernels {
 // the one Hopper's FP8 tensor cores take ("TN" in cuBLAS' column-major terms):
 // A [M, K] and B [N, K], both K-major, giving C [M, N] = A Bᵀ.
 struct GemmOptions {
-  bool trans_a = false;  // A is stored [K, M] (op(A) = Aᵀ); not allowed for FP8
-  bool trans_b = true;   // B is stored [N, K] (op(B) = Bᵀ); FP8 false on the CPU only
+  bool trans_a = false;  // A is stored [K, M] (op(A) = Aᵀ); FP8: true on the CPU only
+  bool trans_b = true;   // B is stored [N, K] (op(B) = Bᵀ); FP8: false on the CPU only
   float alpha = 1.0f;
   float beta = 0.0f;  // beta != 0 accumulates into C (C must then hold valid values)
   // FP8 operands only: the factors that undo each operand's quantization, on the
@@ -50,9 +50,9 @@ size_t gemm_workspace_bytes(const Tensor& a, const Tensor& b, const Tensor& c,
 //   f32 x f32 -> f32;  bf16 x bf16 -> f32 | bf16;
 //   e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3 -> f32 | bf16 (E5M2 x E5M2 is refused);
 // FP8 operands must be K-major (trans_a false, trans_b true) with K a multiple of 16; on
-// the CPU B may also be stored [K, N] (trans_b false; its scales stay on the grid of B as
-// [N, K]): the row recipe's column copies (fp8::TransposedCopy::columns_on_cpu), which the
-// CPU's block kernel packs without a transpose.
+// the CPU A may also be stored [K, M] and B [K, N] (their scales stay on the grids of A as
+// [M, K] and B as [N, K]): the column copies of 1xN grids (fp8::TransposedCopy::columns_on_cpu),
+// which the CPU's block kernel packs as they are.
 // K-splitting scale grids must split K into the same slices for A and B.
 // All tensors must be on one device. Throws octet::Error naming the problem otherwise.
 // On CUDA (cuBLASLt), FP8 operands and C must also start 16-byte aligned (B and C need
@@ -66,6 +66,13 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& 
 // octet::Error otherwise. fp8::gemm asks it of widened operands too (fp8/gemm.cpp), so that
 // the CPU takes what the GPU takes.
 void check_fp8_formats(DType a, DType b, int64_t k);
+
+// Whether `device`'s FP8 GEMM multiplies operands of `grid` stored K-first (A [K, M], B [K, N])
+// as they are, rather than making them K-major first: the CPU's block micro-kernel takes
+// per-row grids on AMX and 1xN f32 grids with AVX512_BF16 (not MX: its powers of two fold into
+// widened operands). Elsewhere such operands still multiply, transposed first. OCTET_CPU_ISA is
+// read per call.
+bool fp8_gemm_reads_k_first(Device device, ScaleGrid grid);
 
 // CUDA: how many cuBLASLt plans (descriptors and chosen algorithm, one per problem
 // shape, dtypes, layout, scale mode, fast_accum, beta and alignment) this process has

@@ -265,22 +265,30 @@ std::vector<double> run_into_c(Device device, const HostC& c0,
   return out;
 }
 
+// The codes of op, stored [cols, rows].
+std::vector<uint8_t> transposed_codes(const ScaledOperand& op) {
+  std::vector<uint8_t> t(op.codes.size());
+  for (int64_t r = 0; r < op.rows; ++r)
+    for (int64_t c = 0; c < op.cols; ++c) t[c * op.rows + r] = op.codes[r * op.cols + c];
+  return t;
+}
+
 // kernels::gemm on `device` with both operands and scale_inv tensors uploaded there; with
-// b_kn, B's codes stored [K, N] (GemmOptions::trans_b false).
-std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g, bool b_kn = false) {
+// a_km, A's codes stored [K, M] (GemmOptions::trans_a), with b_kn B's stored [K, N]
+// (trans_b false).
+std::vector<double> run_kernel_gemm(Device device, const ScaledGemm& g, bool b_kn = false,
+                                    bool a_km = false) {
   Buffer a_buf, b_buf, sa_buf, sb_buf, workspace;
+  const std::vector<uint8_t> a_codes = a_km ? transposed_codes(g.a) : g.a.codes;
   const Tensor a =
-      upload(device, a_buf, g.a.dtype, {g.a.rows, g.a.cols}, g.a.codes.data(), g.a.codes.size());
-  std::vector<uint8_t> b_codes = g.b.codes;
-  if (b_kn) {
-    for (int64_t j = 0; j < g.b.rows; ++j)
-      for (int64_t k = 0; k < g.b.cols; ++k)
-        b_codes[k * g.b.rows + j] = g.b.codes[j * g.b.cols + k];
-  }
+      upload(device, a_buf, g.a.dtype, a_km ? Shape{g.a.cols, g.a.rows} : Shape{g.a.rows, g.a.cols},
+             a_codes.data(), a_codes.size());
+  const std::vector<uint8_t> b_codes = b_kn ? transposed_codes(g.b) : g.b.codes;
   const Tensor b =
       upload(device, b_buf, g.b.dtype, b_kn ? Shape{g.b.cols, g.b.rows} : Shape{g.b.rows, g.b.cols},
              b_codes.data(), b_codes.size());
   GemmOptions o;
+  o.trans_a = a_km;
   o.trans_b = !b_kn;
   o.alpha = g.alpha;
   o.beta = g.beta;
@@ -655,13 +663,14 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
   for (int64_t i = 0; i < m; ++i) EXPECT_TRUE(std::isnan(c[i * n])) << "row " << i;
 }
 
-// B stored [K, N] (trans_b false: the row recipe's column copies) gives the K-major call's
-// bits on every way: the block micro-kernel packs the same panels from it (AMX for per-row
-// grids, AVX512_BF16 or AMX for K slices), and every other way multiplies B made K-major.
+// A stored [K, M] and B stored [K, N] (trans_a, trans_b false: the column copies), alone or
+// together, give the K-major call's bits on every way: the block micro-kernel widens the same
+// A rows (transposed by tiles) and packs the same panels (AMX for per-row grids, AVX512_BF16 or
+// AMX for K slices), and every other way multiplies them made K-major.
 // Every grid kind (per tensor, rows, rows folded, K slices, MX folded, out of range), both
 // paths, every instruction-set level this machine has; K not a multiple of AMX's 32 (padded
 // pairs), N not of the 32-column panel.
-TEST(CpuFp8FusedGemm, BStoredKByNGivesTheKMajorBitsOnEveryWay) {
+TEST(CpuFp8FusedGemm, AAndBStoredKFirstGiveTheKMajorBitsOnEveryWay) {
   testing::Rng rng(testing::fresh_seed());
   EngineGuard engine_guard;
   Fp8PathGuard path_guard;
@@ -670,7 +679,8 @@ TEST(CpuFp8FusedGemm, BStoredKByNGivesTheKMajorBitsOnEveryWay) {
       set_scale(op, i, std::exp2(std::floor(std::log2(op.scales[i]))));
   };
   std::vector<ScaledGemm> gemms;
-  for (const auto& [m, n, k] : {std::array<int64_t, 3>{40, 48, 272}, {33, 70, 256}, {1, 1, 16}}) {
+  for (const auto& [m, n, k] :
+       {std::array<int64_t, 3>{40, 48, 272}, {33, 70, 256}, {1, 1, 16}, {130, 64, 208}}) {
     auto make = [&](ScaleGrid ga, ScaleGrid gb) {
       return ScaledGemm{random_operand(DType::e4m3, m, k, ga, rng),
                         random_operand(DType::e5m2, n, k, gb, rng),
@@ -693,11 +703,14 @@ TEST(CpuFp8FusedGemm, BStoredKByNGivesTheKMajorBitsOnEveryWay) {
       kernels::cpu::set_fp8_gemm_path(path);
       for (const ScaledGemm& g : gemms) {
         const std::vector<double> kmajor = run_kernel_gemm(Device::cpu(), g);
-        const std::vector<double> kn = run_kernel_gemm(Device::cpu(), g, true);
-        for (size_t i = 0; i < kmajor.size(); ++i) {
-          ASSERT_TRUE(kn[i] == kmajor[i] || (std::isnan(kn[i]) && std::isnan(kmajor[i])))
-              << g.describe() << " " << isa << " path " << static_cast<int>(path) << " element "
-              << i << ": " << kn[i] << " against K-major " << kmajor[i];
+        for (const auto& [b_kn, a_km] : {std::pair{true, false}, {false, true}, {true, true}}) {
+          const std::vector<double> got = run_kernel_gemm(Device::cpu(), g, b_kn, a_km);
+          for (size_t i = 0; i < kmajor.size(); ++i) {
+            ASSERT_TRUE(got[i] == kmajor[i] || (std::isnan(got[i]) && std::isnan(kmajor[i])))
+                << g.describe() << " " << isa << " path " << static_cast<int>(path)
+                << (a_km ? " A [K, M]" : "") << (b_kn ? " B [K, N]" : "") << " element " << i
+                << ": " << got[i] << " against K-major " << kmajor[i];
+          }
         }
       }
     }
@@ -852,6 +865,81 @@ struct HostTensors {
   }
 };
 
+// Column copies (fp8::TransposedCopy::columns_on_cpu: x's and dy's transposed copies in x's
+// layout) give the codes copies' bits in all three GEMMs of a layer (forward, dgrad, wgrad,
+// the latter with beta = 1), under the row and block recipes, on AMX, AVX512_BF16 alone and
+// AVX2: made K-first only where the GEMM reads them so (kernels::fp8_gemm_reads_k_first),
+// codes elsewhere. MX keeps codes.
+TEST(CpuColumnCopies, GiveTheCodesCopiesBitsInAllThreeLayerGemms) {
+  testing::Rng rng(testing::fresh_seed());
+  const int64_t t = 96, in = 256, out = 160;
+  HostTensors s;
+  auto random_bf16 = [&](Shape shape, double sigma) {
+    Tensor x = s.make(DType::bf16, shape);
+    std::normal_distribution<double> normal(0.0, sigma);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.as<uint16_t>()[i] = f32_to_bf16(static_cast<float>(normal(rng)));
+    return x;
+  };
+  const Tensor x = random_bf16({t, in}, 3.0), w = random_bf16({out, in}, 0.05),
+               dy = random_bf16({t, out}, 1e-3);
+  auto bits = [](const Tensor& c) {
+    return std::vector<uint8_t>(static_cast<const uint8_t*>(c.data),
+                                static_cast<const uint8_t*>(c.data) + c.nbytes());
+  };
+  for (const char* isa : {"amx", "avx512", "avx2"}) {
+    const testing::ScopedEnv level("OCTET_CPU_ISA", isa);
+    for (const char* name : {"row", "block", "mx"}) {
+      const fp8::Recipe recipe = fp8::Recipe::parse(name);
+      SCOPED_TRACE(std::string(isa) + " " + name);
+      std::vector<std::vector<uint8_t>> results[2];
+      for (const bool columns : {false, true}) {
+        const auto copy =
+            columns ? fp8::TransposedCopy::columns_on_cpu : fp8::TransposedCopy::codes;
+        fp8::QuantizedTensor qx(Device::cpu(), t, in, recipe, Role::activation, true, Tensor(),
+                                Tensor(), copy);
+        fp8::QuantizedTensor qw(Device::cpu(), out, in, recipe, Role::weight, true);
+        fp8::QuantizedTensor qdy(Device::cpu(), t, out, recipe, Role::gradient, true, Tensor(),
+                                 Tensor(), copy);
+        for (fp8::QuantizedTensor* q : {&qx, &qdy}) {
+          const bool k_first = kernels::fp8_gemm_reads_k_first(Device::cpu(), q->grid());
+          EXPECT_EQ(q->data_t_in_x_layout(), columns && k_first);
+          EXPECT_EQ(std::string(name) != "mx" && std::string(isa) != "avx2" &&
+                        (std::string(name) != "row" || std::string(isa) == "amx") &&
+                        kernels::cpu::fp8_block_gemm_available() &&
+                        (std::string(isa) != "amx" || kernels::cpu::fp8_block_gemm_uses_amx(32)),
+                    k_first);
+          const Shape want =
+              q->data_t_in_x_layout() ? Shape{q->rows(), q->cols()} : Shape{q->cols(), q->rows()};
+          EXPECT_EQ(q->data_t.shape, want);
+        }
+        fp8::quantize(x, qx, recipe);
+        fp8::quantize(w, qw, recipe);
+        fp8::quantize(dy, qdy, recipe);
+        const Tensor y = s.make(DType::bf16, {t, out}), dx = s.make(DType::bf16, {t, in});
+        const Tensor dw = s.make(DType::f32, {out, in});
+        for (int64_t i = 0; i < dw.numel(); ++i)
+          dw.as<float>()[i] = 0.25f * static_cast<float>(i % 7);
+        auto run = [&](fp8::Fp8Operand a, fp8::Fp8Operand b, const Tensor& c, float beta) {
+          fp8::Fp8GemmOptions o;
+          o.beta = beta;
+          const size_t bytes = fp8::gemm_workspace_bytes(a, b, c, o);
+          const Tensor ws = s.make(DType::u8, {static_cast<int64_t>(std::max<size_t>(bytes, 1))});
+          o.workspace = ws;
+          fp8::gemm(a, b, c, o);
+        };
+        run(fp8::as_stored(qx), fp8::as_stored(qw), y, 0.0f);
+        run(fp8::as_stored(qdy), fp8::as_transposed(qw), dx, 0.0f);
+        run(fp8::as_transposed(qdy), fp8::as_transposed(qx), dw, 1.0f);
+        results[columns] = {bits(y), bits(dx), bits(dw)};
+      }
+      const char* gemm_names[] = {"forward", "dgrad", "wgrad"};
+      for (int g = 0; g < 3; ++g)
+        EXPECT_EQ(results[1][g], results[0][g]) << gemm_names[g] << " differs";
+    }
+  }
+}
+
 TEST(ScaledGemmArguments, GridsThatSplitKDifferentlyAreRefused) {
   const int64_t m = 4, n = 5, k = 288;
   HostTensors s;
@@ -873,19 +961,6 @@ TEST(ScaledGemmArguments, GridsThatSplitKDifferentlyAreRefused) {
     expect_gemm_error([&] { kernels::gemm_workspace_bytes(a, b, c, o); }, "[gemm] ",
                       "split K differently");
   }
-}
-
-// FP8's A is always K-major; B stored [K, N] only on the CPU (CUDA refuses it: cuBLASLt's FP8
-// GEMMs are TN), with the reason.
-TEST(ScaledGemmArguments, Fp8ATransposedIsRefused) {
-  const int64_t m = 4, n = 5, k = 32;
-  HostTensors s;
-  const Tensor a = s.make(DType::e4m3, {k, m}), b = s.make(DType::e4m3, {n, k});
-  const Tensor c = s.make(DType::f32, {m, n});
-  GemmOptions o;
-  o.trans_a = true;
-  o.workspace = s.make(DType::u8, {1 << 20});
-  expect_gemm_error([&] { kernels::gemm(a, b, c, o); }, "[gemm] ", "K-major");
 }
 
 TEST(ScaledGemmArguments, AScaleTensorOfTheWrongShapeOrDtypeIsRefused) {

@@ -119,6 +119,9 @@ Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOpt
                                  GemmDims dims);
 bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptions& options,
                     GemmDims dims);
+// kernels::fp8_gemm_reads_k_first on the CPU: where the fused path's block micro-kernel takes
+// operands of `grid` (its scales not powers of two) stored K-first.
+bool fp8_gemm_reads_k_first(ScaleGrid grid);
 
 // The fused path's way for f32 scales that split K on AVX512_BF16 (gemm_fp8_block_cpu.cpp):
 // C [m, n] = alpha * sum_s a_scales[i, s] b_scales[j, s] sum_{k in slice s} a_ik b_jk
@@ -136,6 +139,7 @@ struct Fp8BlockGemm {
   void* c;                // [m, n], f32 or bf16
   DType c_dtype;
   float alpha, beta;  // beta == 0: C only written
+  bool a_km = false;  // a stored [k, m] (GemmOptions::trans_a); a_scales as above
   bool b_kn = false;  // b stored [k, n] (GemmOptions::trans_b false); b_scales as above
 };
 // Whether this CPU has AVX512_BF16 and OCTET_CPU_ISA (read per call) allows AVX-512.

@@ -16,6 +16,7 @@
 #include "core/convert.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/bf16_round_avx512.h"
+#include "kernels/cpu/byte_transpose_avx512.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
@@ -350,11 +351,13 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   // Where K needs no padding (every FP8 GEMM's K is a multiple of 16, AMX's steps 32) the rows
   // of an operand are one run of codes, widened in chunks rather than a call per row (rows of
   // 256 codes are eight vectors); then the padding rows. Otherwise row by row.
-  const bool a_run = l.kp == g.k, b_run = l.kp == g.k || g.b_kn;
+  // A stored [k, m] is transposed by 64 x 64 tiles of codes as it is widened (below).
+  const bool a_run = l.kp == g.k && !g.a_km, b_run = l.kp == g.k || g.b_kn;
   constexpr int64_t kChunk = 8192;
   const int64_t a_chunks = a_run ? (g.m * g.k + kChunk - 1) / kChunk : 0;
   const int64_t chunks = a_chunks + (b_run ? (g.n * g.k + kChunk - 1) / kChunk : 0);
-  const int64_t a_rows = a_run ? 0 : l.mp, rows = a_rows + (b_run ? 0 : l.np);
+  const int64_t a_rows = a_run || g.a_km ? 0 : l.mp, rows = a_rows + (b_run ? 0 : l.np);
+  const int64_t m_tiles = g.a_km ? (g.m + 63) / 64 : 0, k_tiles = (g.k + 63) / 64;
 #pragma omp parallel if (big)
   {
 #pragma omp for schedule(static) nowait
@@ -363,6 +366,18 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
       const int64_t begin = (is_a ? c : c - a_chunks) * kChunk;
       const int64_t n = std::min(kChunk, (is_a ? g.m : g.n) * g.k - begin);
       (is_a ? widen_a : widen_b)((is_a ? g.a : g.b) + begin, (is_a ? a16 : b16) + begin, n);
+    }
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int64_t mt = 0; mt < m_tiles; ++mt) {
+      for (int64_t kt = 0; kt < k_tiles; ++kt) {
+        // Codes [k0, k0 + h) x [m0, m0 + w) of A as stored, transposed in L1: tile row c is
+        // row m0 + c of op(A), widened into a16 where it lies.
+        alignas(64) uint8_t tile[64 * 64];
+        const int64_t m0 = mt * 64, k0 = kt * 64;
+        const int64_t h = std::min<int64_t>(64, g.k - k0), w = std::min<int64_t>(64, g.m - m0);
+        avx512::transpose_tile64(g.a + k0 * g.m + m0, g.m, h, w, tile, 64);
+        for (int64_t c = 0; c < w; ++c) widen_a(tile + c * 64, a16 + (m0 + c) * l.kp + k0, h);
+      }
     }
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -377,7 +392,10 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
       }
     }
   }
-  if (a_run) std::fill(a16 + g.m * l.kp, a16 + l.mp * l.kp, uint16_t{0});
+  if (a_run || g.a_km) std::fill(a16 + g.m * l.kp, a16 + l.mp * l.kp, uint16_t{0});
+  if (g.a_km && l.kp != g.k) {
+    for (int64_t r = 0; r < g.m; ++r) std::fill(a16 + r * l.kp + g.k, a16 + (r + 1) * l.kp, 0);
+  }
   if (l.kp == g.k && !g.b_kn) std::fill(b16 + g.n * l.kp, b16 + l.np * l.kp, uint16_t{0});
     // B's rows as panels of 32 columns, each K pair of a column one 32-bit word, and each
     // panel's column scales per slice (0 for padding columns).

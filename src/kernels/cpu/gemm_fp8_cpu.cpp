@@ -109,8 +109,12 @@ void set_fp8_gemm_path(Fp8GemmPath path) {
   g_path.store(static_cast<int>(path), std::memory_order_relaxed);
 }
 
-// B stored [K, N] (trans_b false) made K-major in the workspace's front, where the fused path
-// does not take it as it is: these bytes, then the K-major call's workspace.
+// A stored [K, M] (trans_a) and B stored [K, N] (trans_b false) made K-major in the
+// workspace's front where the fused path does not take them as they are: A's bytes, B's, then
+// the K-major call's workspace.
+size_t kmajor_a_bytes(GemmDims d, const GemmOptions& o) {
+  return o.trans_a ? kAlign + align_up(static_cast<size_t>(d.m * d.k)) : 0;
+}
 size_t kmajor_b_bytes(GemmDims d, const GemmOptions& o) {
   return o.trans_b ? 0 : kAlign + align_up(static_cast<size_t>(d.n * d.k));
 }
@@ -118,8 +122,9 @@ size_t kmajor_b_bytes(GemmDims d, const GemmOptions& o) {
 size_t fp8_gemm_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // Either path may run (the fused one declines scales out of its range): room for both.
   GemmOptions k = o;
+  k.trans_a = false;
   k.trans_b = true;
-  return kmajor_b_bytes(d, o) +
+  return kmajor_a_bytes(d, o) + kmajor_b_bytes(d, o) +
          std::max(layout(d, k, c_dtype).total(), fp8_gemm_fused_workspace_bytes(d, k, c_dtype));
 }
 
@@ -144,18 +149,26 @@ void fp8_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const GemmOptio
   const auto* b8 = b.as<const uint8_t>();
 
   if (fp8_gemm_path() == Fp8GemmPath::fused && fp8_gemm_fused(a, b, c, o, d)) return;
-  if (!o.trans_b) {
-    // B stored [K, N] where the fused path declined it: transposed into the workspace's front,
-    // then the K-major call on the rest (the same bits: only B's layout differs).
-    const size_t front = kmajor_b_bytes(d, o);
-    Tensor bt(reinterpret_cast<void*>(align_up(reinterpret_cast<uintptr_t>(o.workspace.data))),
-              b.dtype, {d.n, d.k}, b.device);
-    transpose(b, bt);
+  if (o.trans_a || !o.trans_b) {
+    // A stored [K, M] or B stored [K, N] where the fused path declined them: transposed into the
+    // workspace's front, then the K-major call on the rest (the same bits: only the layouts
+    // differ).
+    char* front = static_cast<char*>(o.workspace.data);
+    auto kmajor = [&](const Tensor& x, int64_t rows, size_t bytes) {
+      Tensor t(reinterpret_cast<void*>(align_up(reinterpret_cast<uintptr_t>(front))), x.dtype,
+               {rows, d.k}, x.device);
+      transpose(x, t);
+      front += bytes;
+      return t;
+    };
+    const Tensor ak = o.trans_a ? kmajor(a, d.m, kmajor_a_bytes(d, o)) : a;
+    const Tensor bk = o.trans_b ? b : kmajor(b, d.n, kmajor_b_bytes(d, o));
     GemmOptions k = o;
+    k.trans_a = false;
     k.trans_b = true;
-    k.workspace = Tensor(static_cast<char*>(o.workspace.data) + front, DType::u8,
-                         {static_cast<int64_t>(have - front)}, o.workspace.device);
-    return fp8_gemm(a, bt, c, k, d);
+    const size_t used = static_cast<size_t>(front - static_cast<char*>(o.workspace.data));
+    k.workspace = Tensor(front, DType::u8, {static_cast<int64_t>(have - used)}, o.workspace.device);
+    return fp8_gemm(ak, bk, c, k, d);
   }
 
   if (per_tensor(o)) {

@@ -739,9 +739,10 @@ void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   };
   fill(sa, d.m, a_scales);
   fill(sb, d.n, b_scales);
-  fp8_block_gemm({a.as<const uint8_t>(), a.dtype, b.as<const uint8_t>(), b.dtype, d.m, d.n, d.k,
-                  slice, a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta, !o.trans_b},
-                 rest);
+  fp8_block_gemm(
+      {a.as<const uint8_t>(), a.dtype, b.as<const uint8_t>(), b.dtype, d.m, d.n, d.k, slice,
+       a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta, o.trans_a, !o.trans_b},
+      rest);
 }
 
 }  // namespace
@@ -765,6 +766,12 @@ size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_
   const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
   const size_t row = rows == 0 ? 0 : block_workspace_bytes(d, rows);
   return std::max({fused_layout(d, o, c_dtype).total(), block, row});
+}
+
+bool fp8_gemm_reads_k_first(ScaleGrid grid) {
+  // 1xN f32 grids: block_slice's way (scaled_f32); per row: row_slice's, on AMX only.
+  if (grid.block_rows != 1 || grid.e8m0 || !fp8_block_gemm_available()) return false;
+  return grid.block_cols != 0 || fp8_block_gemm_uses_amx(32);  // any multiple of 32
 }
 
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& o,
@@ -828,11 +835,13 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
             reinterpret_cast<uint16_t*>(base + l.a_bytes));
     }
   };
-  // B stored [K, N] (trans_b false): only the block micro-kernel takes it as it is (its
-  // panels are pairs of B's rows); the other ways decline it, and fp8_gemm makes B K-major
-  // first, so that every way gives the K-major call's bits.
+  // A stored [K, M] or B stored [K, N] (trans_a, trans_b false): only the block micro-kernel
+  // takes them as they are (it transposes A's tiles as it widens them; its panels are pairs of
+  // B's rows); the other ways decline them, and fp8_gemm makes them K-major first, so that
+  // every way gives the K-major call's bits.
+  const bool kmajor = !o.trans_a && o.trans_b;
   if (kind == Fp8FusedKind::folded) {
-    if (!o.trans_b) return false;
+    if (!kmajor) return false;
     // Every scale folds exactly into the bf16 (or f32) operands: C = alpha A' B'ᵀ + beta C.
     widen_both(true);
     auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
@@ -848,7 +857,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
       run_block_gemm(a, b, c, o, d, sa, sb, slice);
       return true;
     }
-    if (!o.trans_b) return false;
+    if (!kmajor) return false;
     auto* a32 = reinterpret_cast<float*>(base);
     auto* b32 = reinterpret_cast<float*>(base + l.a_bytes);
     widen(loops, a8, a.dtype, d.m, d.k, sa, true, a32);
@@ -875,7 +884,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
     run_block_gemm(a, b, c, o, d, sa, sb, rows);
     return true;
   }
-  if (!o.trans_b) return false;
+  if (!kmajor) return false;
   widen_both(false);
   if (per_tensor) {
     // One scale each: one GEMM of the codes with one factor, rounded once, as the reference path
