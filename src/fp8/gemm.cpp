@@ -12,6 +12,10 @@ kernels::GemmOptions to_kernel_options(Fp8Operand a, Fp8Operand b, const Fp8Gemm
   OCTET_CHECK(!b.transposed || b.q->has_transpose(), "fp8 gemm",
               "operand B has no transposed copy; quantize it with_transpose");
   kernels::GemmOptions k;
+  // A copy in x's layout is xᵀ stored [K, M] as A, [K, N] as B (kernels/gemm.h: the CPU takes
+  // both).
+  k.trans_a = a.transposed && a.q->data_t_in_x_layout();
+  k.trans_b = !(b.transposed && b.q->data_t_in_x_layout());
   k.alpha = o.alpha;
   k.beta = o.beta;
   k.fast_accum = o.fast_accum;

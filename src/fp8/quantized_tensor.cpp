@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/gemm.h"
 
 namespace octet::fp8 {
 namespace {
@@ -25,6 +26,10 @@ bool QuantizedTensor::widens(Device device, const Recipe& recipe, Role role) {
   return device.is_cpu() && grid.block_rows == 0 && grid.block_cols == 0 && !grid.e8m0;
 }
 
+bool QuantizedTensor::copies_by_columns(Device device, const Recipe& recipe, Role role) {
+  return kernels::fp8_gemm_reads_k_first(device, recipe.grid(role));
+}
+
 QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
                                  const Recipe& recipe, Role role, bool with_transpose,
                                  const Tensor& shared_data, const Tensor& shared_data_t,
@@ -42,6 +47,8 @@ QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,
              (copy == TransposedCopy::widened_on_cpu || copy == TransposedCopy::widened_in_place) &&
              widens(device, recipe, role);
   in_place_ = widened_ && copy == TransposedCopy::widened_in_place;
+  columns_ = with_transpose && copy == TransposedCopy::columns_on_cpu &&
+             copies_by_columns(device, recipe, role);
   OCTET_CHECK(!in_place_ || shared_data_t.empty(), "quantized tensor",
               "shared storage for a wide copy that lives in x (widened_in_place)");
   const size_t n = static_cast<size_t>(max_rows * cols);
@@ -88,7 +95,8 @@ void QuantizedTensor::set_rows(int64_t rows) {
   if (widened_) {
     wide = Tensor(wide_base_, DType::bf16, {rows, cols_}, device);
   } else if (has_transpose_) {
-    data_t = Tensor(data_t_base_, format_, {cols_, rows}, device);
+    data_t =
+        Tensor(data_t_base_, format_, columns_ ? Shape{rows, cols_} : Shape{cols_, rows}, device);
     scale_inv_t =
         storage_.view(scale_t_region_, scale_dtype, kernels::scale_grid_shape(cols_, rows, grid_));
   }
@@ -125,9 +133,10 @@ void quantize(const Tensor& x, QuantizedTensor& q, const Recipe& recipe,
   options.grid = q.grid();
   options.power_of_two_scales = recipe.power_of_two_scales && !q.grid().e8m0;
   options.given_amax = x_amax;
-  kernels::QuantizeOutputs out{q.data,        q.scale_inv, q.data_t,
-                               q.scale_inv_t, q.amax,      q.counting() ? q.counts : Tensor(),
-                               q.wide};
+  kernels::QuantizeOutputs out{q.data,   q.scale_inv,
+                               q.data_t, q.scale_inv_t,
+                               q.amax,   q.counting() ? q.counts : Tensor(),
+                               q.wide,   q.data_t_in_x_layout()};
   if (delayed == nullptr) {
     delayed = q.scaling_state();
     slot = q.scaling_slot();

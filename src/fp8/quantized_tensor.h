@@ -27,6 +27,14 @@ enum class TransposedCopy : uint8_t {
   // its own for wide, and no stream of stores into a second buffer (the values go into lines
   // the quantize has just read). Where the tensor does not widen: codes.
   widened_in_place,
+  // On the CPU where xᵀ's blocks are columns of x (1xN grids: row, 1x128) and the FP8 GEMM
+  // reads such operands as they are (kernels::fp8_gemm_reads_k_first): data_t holds
+  // xᵀ's codes stored like x, [rows, cols] (kernels::QuantizeOutputs::data_t_in_x_layout),
+  // which the quantize encodes down x's columns with no transpose, and which the CPU's FP8 GEMM
+  // reads as A stored [K, M] or B stored [K, N] (its block micro-kernel transposes A's codes by
+  // tiles as it widens them, and packs B's panels without a transpose). Other devices and grids:
+  // codes.
+  columns_on_cpu,
 };
 
 // Storage is allocated once, for up to `max_rows` rows, when the layer is built;
@@ -46,6 +54,9 @@ class QuantizedTensor {
                   TransposedCopy copy = TransposedCopy::codes);
   // Whether a tensor of `role` on `device` made with_transpose and widened_on_cpu holds `wide`.
   static bool widens(Device device, const Recipe& recipe, Role role);
+  // Whether one made with_transpose and columns_on_cpu holds data_t in x's layout (CPU, a 1xN
+  // grid the FP8 GEMM reads K-first: kernels::fp8_gemm_reads_k_first).
+  static bool copies_by_columns(Device device, const Recipe& recipe, Role role);
 
   // Views data (and the rest) as [rows, cols]; rows <= max_rows.
   void set_rows(int64_t rows);
@@ -70,12 +81,14 @@ class QuantizedTensor {
   bool has_transpose() const { return has_transpose_; }
   bool widened() const { return widened_; }
   bool widened_in_place() const { return in_place_; }
+  bool data_t_in_x_layout() const { return columns_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
 
   Tensor data;         // fp8 [rows, cols]
   Tensor scale_inv;    // on grid() over [rows, cols]
-  Tensor data_t;       // fp8 [cols, rows], empty without a transposed copy or when widened
+  Tensor data_t;       // fp8 [cols, rows] ([rows, cols] by columns), empty without a transposed
+                       // copy or when widened
   Tensor scale_inv_t;  // on grid() over [cols, rows]; empty when widened (scale_inv is xᵀ's too)
   Tensor wide;         // bf16 [rows, cols]: data's values, the CPU GEMMs' operand (when widened)
   Tensor amax;         // f32[1]: this tensor's amax (for delayed scaling: its history slot)
@@ -93,6 +106,7 @@ class QuantizedTensor {
   bool has_transpose_ = false;
   bool widened_ = false;   // the transposed copy is `wide` (TransposedCopy::widened_on_cpu)
   bool in_place_ = false;  // and wide is x itself (TransposedCopy::widened_in_place)
+  bool columns_ = false;   // data_t in x's layout (TransposedCopy::columns_on_cpu)
   bool counting_ = true;
   bool stateful_ = false;
   DelayedScalingState* scaling_state_ = nullptr;

@@ -120,13 +120,23 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
     }
     const bool with_transpose = true;  // every operand is read transposed by a backward GEMM
     const auto in_place = fp8::TransposedCopy::widened_in_place;
+    // x's and dy's transposed copies (wgrad's B and A): on the CPU under 1xN grids that its FP8
+    // GEMM reads K-first (row on AMX, block's 1x128 with AVX512_BF16) kept in x's layout, which
+    // the quantize makes without transposes (fp8::TransposedCopy::columns_on_cpu).
+    auto copy_of = [&](bool in_place_asked, fp8::Role role) {
+      if (in_place_asked) return in_place;
+      return fp8::QuantizedTensor::copies_by_columns(device, recipe, role)
+                 ? fp8::TransposedCopy::columns_on_cpu
+                 : copy;
+    };
+    const auto x_copy = copy_of(x_in_place, fp8::Role::activation);
     qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, with_transpose,
-                               x_data, Tensor(), x_in_place ? in_place : copy);
+                               x_data, Tensor(), x_copy);
     qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, with_transpose, Tensor(),
                                Tensor(), copy);
     qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, with_transpose,
                                 dy_data, dy_in_place ? Tensor() : dy_data_t,
-                                dy_in_place ? in_place : copy);
+                                copy_of(dy_in_place, fp8::Role::gradient));
     fp8::DelayedScalingState* state = config.scaling_state;
     if (state == nullptr) {
       own_scaling_state_ = std::make_unique<fp8::DelayedScalingState>(device, recipe.delayed);
