@@ -211,7 +211,13 @@ int run_quantize(const QuantizeOptions& args) {
                 "1.00", "1");
 
     for (const Variant& v : kVariants) {
-      for (bool transposed : {false, true}) {
+      // The transposed copy K-major (yes), and on the CPU in x's layout (col: the column copy,
+      // QuantizeOutputs::data_t_in_x_layout) for the grids that have it.
+      const bool has_columns =
+          device.is_cpu() && (v.grid.block_rows == 1 || v.grid.block_rows == v.grid.block_cols);
+      for (const int mode : {0, 1, 2}) {
+        if (mode == 2 && !has_columns) continue;
+        const bool transposed = mode != 0, columns = mode == 2;
         const DType scale_dtype = v.grid.e8m0 ? DType::e8m0 : DType::f32;
         const Shape scale_shape = kernels::scale_grid_shape(rows, cols, v.grid);
         const Shape scale_t_shape = kernels::scale_grid_shape(cols, rows, v.grid);
@@ -223,8 +229,9 @@ int run_quantize(const QuantizeOptions& args) {
           out.data = set.data.view(fp8, {rows, cols});
           out.scale_inv = set.scale_inv.view(scale_dtype, scale_shape);
           if (transposed) {
-            out.data_t = set.data_t.view(fp8, {cols, rows});
+            out.data_t = set.data_t.view(fp8, columns ? Shape{rows, cols} : Shape{cols, rows});
             out.scale_inv_t = set.scale_inv_t.view(scale_dtype, scale_t_shape);
+            out.data_t_in_x_layout = columns;
           }
           out.amax = set.small.view(DType::f32, {1}, 4);
           if (counts) out.counts = set.small.view(DType::i32, {2}, 8);
@@ -245,8 +252,11 @@ int run_quantize(const QuantizeOptions& args) {
                                 ? 2
                                 : 1;
         std::printf("%-13s | %-16s | %-3s | %10.1f | %10.1f | %9.1f | %7.2f | %8d\n", shape_name,
-                    v.name, transposed ? "yes" : "no", bytes * 1e-6, seconds * 1e6, gbs,
-                    gbs / copy_gbs, x_reads);
+                    v.name,
+                    columns      ? "col"
+                    : transposed ? "yes"
+                                 : "no",
+                    bytes * 1e-6, seconds * 1e6, gbs, gbs / copy_gbs, x_reads);
         std::fflush(stdout);
         json.write({{"bench", "quantize"},
                     {"device", device_name(device)},
@@ -256,6 +266,7 @@ int run_quantize(const QuantizeOptions& args) {
                     {"fp8", dtype_name(fp8)},
                     {"variant", v.name},
                     {"transposed", transposed},
+                    {"transposed_in_x_layout", columns},
                     {"counts", counts},
                     {"bytes", bytes},
                     {"seconds", seconds},
@@ -267,7 +278,8 @@ int run_quantize(const QuantizeOptions& args) {
     }
   }
   std::printf(
-      "\nT: with the transposed copy (data_t). of copy: GB/s / the copy's GB/s at that shape.\n"
+      "\nT: with the transposed copy (data_t): yes K-major, col in x's layout (the CPU's column\n"
+      "copy, read by its FP8 GEMM as stored). of copy: GB/s / the copy's GB/s at that shape.\n"
       "x reads: passes of the CUDA kernels over x (2: amaxes first; the second read comes from\n"
       "L2 where x fits).\n");
   return 0;
