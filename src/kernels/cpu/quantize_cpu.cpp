@@ -413,6 +413,17 @@ struct Rows {
   }
 };
 
+// shared[i] = max(shared[i], m[i]) for i < n, with other threads doing the same: each element
+// by a compare-and-swap loop. The maximum does not depend on the order.
+[[gnu::always_inline]] inline void max_into_shared(const uint32_t* m, int64_t n, uint32_t* shared) {
+  for (int64_t i = 0; i < n; ++i) {
+    std::atomic_ref<uint32_t> to(shared[i]);
+    uint32_t seen = to.load(std::memory_order_relaxed);
+    while (seen < m[i] && !to.compare_exchange_weak(seen, m[i], std::memory_order_relaxed)) {
+    }
+  }
+}
+
 // dst = srcᵀ for a kTile x kTile byte tile, in 8 x 8 blocks (kernels/cpu/byte_transpose.h).
 [[gnu::always_inline]] inline void transpose_tile(const uint8_t* __restrict src,
                                                   uint8_t* __restrict dst) {
@@ -466,13 +477,7 @@ struct Transposed {
       }
     }
     if (t.split == Split::maxima) {
-      for (int64_t b = 0; b < nb; ++b) {
-        std::atomic_ref<uint32_t> m(t.col_max[t.c0 + b]);
-        uint32_t seen = m.load(std::memory_order_relaxed);
-        while (seen < block_max[0][b] &&
-               !m.compare_exchange_weak(seen, block_max[0][b], std::memory_order_relaxed)) {
-        }
-      }
+      max_into_shared(block_max[0], nb, t.col_max + t.c0);
       return;
     }
     uint32_t task_max = 0;  // bounds |x| in the task: the encoders' NaN select
@@ -577,13 +582,7 @@ struct Columns {
       max_column_magnitude_bits<kColumnChunk>(x + t.r0 * t.cols + t.c0, t.cols, t.h, t.w, col_max);
     }
     if (t.split == Split::maxima) {
-      for (int64_t c = 0; c < t.w; ++c) {
-        std::atomic_ref<uint32_t> m(t.col_max[t.c0 + c]);
-        uint32_t seen = m.load(std::memory_order_relaxed);
-        while (seen < col_max[c] &&
-               !m.compare_exchange_weak(seen, col_max[c], std::memory_order_relaxed)) {
-        }
-      }
+      max_into_shared(col_max, t.w, t.col_max + t.c0);
       return;
     }
     uint32_t bound = 0;  // bounds |x| in the task: the encoders' NaN select
