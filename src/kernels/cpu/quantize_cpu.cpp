@@ -108,10 +108,12 @@ struct ColumnsTask {
   void* scale_inv_t;  // [cols, bands]
   int64_t bands, band;
   // One band split over slabs of rows (the row grid): `maxima` max-es the slab's column maxima
-  // into col_max ([cols], every slab's) and stops; `encode` takes the band's maxima from there,
-  // and writes scale_inv_t only where writes_scales (one slab).
+  // into col_max (column c0 + i at col_max[c0 - col_max_c0 + i], every slab's) and stops;
+  // `encode` takes the band's maxima from there, and writes scale_inv_t only where
+  // writes_scales (one slab).
   enum class Split : uint8_t { none, maxima, encode } split = Split::none;
   uint32_t* col_max = nullptr;
+  int64_t col_max_c0 = 0;  // the column col_max[0] holds
   bool writes_scales = true;
 };
 
@@ -576,13 +578,13 @@ struct Columns {
     using Split = ColumnsTask::Split;
     alignas(64) uint32_t col_max[kColumnChunk];
     if (t.split == Split::encode) {
-      std::copy_n(t.col_max + t.c0, t.w, col_max);
+      std::copy_n(t.col_max + (t.c0 - t.col_max_c0), t.w, col_max);
     } else {
       std::fill_n(col_max, t.w, 0u);
       max_column_magnitude_bits<kColumnChunk>(x + t.r0 * t.cols + t.c0, t.cols, t.h, t.w, col_max);
     }
     if (t.split == Split::maxima) {
-      max_into_shared(col_max, t.w, t.col_max + t.c0);
+      max_into_shared(col_max, t.w, t.col_max + (t.c0 - t.col_max_c0));
       return;
     }
     uint32_t bound = 0;  // bounds |x| in the task: the encoders' NaN select
@@ -1024,7 +1026,6 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
   for (int64_t g0 = 0; g0 < chunks; g0 += kGroup) {
     const int64_t g1 = std::min(chunks, g0 + kGroup);
     std::fill_n(col_max, kMaxSlabColumns, 0u);
-    uint32_t* shifted = col_max - g0 * kColumnChunk;  // indexed by x's column
 #pragma omp parallel num_threads(threads)
     {
 #pragma omp for collapse(2) schedule(static)
@@ -1032,7 +1033,8 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
         for (int64_t c = g0; c < g1; ++c) {
           ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
           t.split = ColumnsTask::Split::maxima;
-          t.col_max = shifted;
+          t.col_max = col_max;
+          t.col_max_c0 = g0 * kColumnChunk;
           k.columns(j, t);
         }
       }
@@ -1041,7 +1043,8 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
         for (int64_t c = g0; c < g1; ++c) {
           ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
           t.split = ColumnsTask::Split::encode;
-          t.col_max = shifted;
+          t.col_max = col_max;
+          t.col_max_c0 = g0 * kColumnChunk;
           t.writes_scales = slab == 0;
           k.columns(j, t);
         }
