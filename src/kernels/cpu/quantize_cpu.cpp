@@ -1026,29 +1026,22 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
   for (int64_t g0 = 0; g0 < chunks; g0 += kGroup) {
     const int64_t g1 = std::min(chunks, g0 + kGroup);
     std::fill_n(col_max, kMaxSlabColumns, 0u);
+    auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split) {
+      ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
+      t.split = split;
+      t.col_max = col_max;
+      t.col_max_c0 = g0 * kColumnChunk;
+      t.writes_scales = slab == 0;
+      k.columns(j, t);
+    };
 #pragma omp parallel num_threads(threads)
     {
 #pragma omp for collapse(2) schedule(static)
-      for (int64_t slab = 0; slab < slabs; ++slab) {
-        for (int64_t c = g0; c < g1; ++c) {
-          ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
-          t.split = ColumnsTask::Split::maxima;
-          t.col_max = col_max;
-          t.col_max_c0 = g0 * kColumnChunk;
-          k.columns(j, t);
-        }
-      }
+      for (int64_t slab = 0; slab < slabs; ++slab)
+        for (int64_t c = g0; c < g1; ++c) slab_task(slab, c, ColumnsTask::Split::maxima);
 #pragma omp for collapse(2) schedule(static)
-      for (int64_t slab = 0; slab < slabs; ++slab) {
-        for (int64_t c = g0; c < g1; ++c) {
-          ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
-          t.split = ColumnsTask::Split::encode;
-          t.col_max = col_max;
-          t.col_max_c0 = g0 * kColumnChunk;
-          t.writes_scales = slab == 0;
-          k.columns(j, t);
-        }
-      }
+      for (int64_t slab = 0; slab < slabs; ++slab)
+        for (int64_t c = g0; c < g1; ++c) slab_task(slab, c, ColumnsTask::Split::encode);
     }
   }
 }
