@@ -47,10 +47,9 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
   if (out.data_t_in_x_layout) {
     OCTET_CHECK(x.device.is_cpu(), op, "data_t in x's layout (B stored [K, N]) is the CPU's; on ",
                 device_name(x.device), " the transposed copy is K-major");
-    const bool square = o.grid.block_rows == o.grid.block_cols;  // per tensor, NxN
-    OCTET_CHECK(o.grid.block_rows == 1 || square, op,
-                "data_t in x's layout takes grids whose blocks are 1xN (row, 1x128, MX), NxN or "
-                "the whole tensor, got ",
+    OCTET_CHECK(o.grid.block_rows == 1, op,
+                "data_t in x's layout takes grids whose blocks are 1xN (row, 1x128, MX), whose "
+                "transposed copy has scales of its own; got ",
                 o.grid.block_rows, "x", o.grid.block_cols);
   }
   if (!out.data_t.empty()) {

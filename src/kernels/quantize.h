@@ -85,9 +85,9 @@ struct QuantizeOutputs {
   // operand the CPU's GEMMs multiply, read in either orientation (fp8::QuantizedTensor).
   Tensor wide;
   // CPU only: data_t holds xᵀ's codes stored like x, [R, C] (xᵀ's element (i, j) at data_t[j,
-  // i]), scale_inv_t as above: the grids whose xᵀ blocks are columns of x (1xN: row, 1x128, MX)
-  // encode x down its columns with no transpose, for a GEMM that reads B stored [K, N]
-  // (GemmOptions::trans_b false); per tensor and NxN copy data.
+  // i]), scale_inv_t as above, for the grids whose xᵀ blocks are columns of x (1xN: row, 1x128,
+  // MX): x encoded down its columns with no transpose, for a GEMM that reads A stored [K, M] or
+  // B stored [K, N] (GemmOptions::trans_a, trans_b false).
   bool data_t_in_x_layout = false;
 };
 

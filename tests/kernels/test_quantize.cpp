@@ -164,11 +164,12 @@ TEST_P(QuantizeKernel, TransposedCopyIsTheQuantizedTranspose) {
   });
 }
 
-// The column copy (QuantizeOutputs::data_t_in_x_layout, the CPU's B stored [K, N]) is the
+// The column copy (QuantizeOutputs::data_t_in_x_layout, the CPU's K-first operands) is the
 // transposed copy's codes in x's layout and its scales, bit for bit, with data, amax and counts
-// unchanged: every recipe grid, both formats and inputs, on every instruction-set level and on 1
-// and 2 threads (one band split into slabs that share its column maxima); shapes past a column
-// chunk (512) and past the 4096 columns one pass of maxima holds, NaN and Inf in some columns.
+// unchanged: every 1xN recipe grid (row, 1x128, MX), both formats and inputs, on every
+// instruction-set level and on 1 and 2 threads (one band split into slabs that share its column
+// maxima); shapes past a column chunk (512) and past the 4096 columns one pass of maxima holds, NaN
+// and Inf in some columns.
 TEST(QuantizeColumnCopy, IsTheTransposedCopyInXsLayoutOnEveryLevelAndThreadCount) {
   testing::Rng rng(testing::fresh_seed());
   const int64_t shapes[][2] = {{1, 1},     {300, 1},   {3, 200},   {130, 257},
@@ -178,6 +179,7 @@ TEST(QuantizeColumnCopy, IsTheTransposedCopyInXsLayoutOnEveryLevelAndThreadCount
   for (const char* isa : {"avx512", "avx2", "baseline"}) {
     const testing::ScopedEnv level("OCTET_CPU_ISA", isa);
     for (const testing::QuantizeCase& qc : testing::quantize_cases()) {
+      if (qc.grid.block_rows != 1) continue;  // per tensor and NxN: OtherGridsAreRefused
       for (const auto& shape : shapes) {
         const int64_t rows = shape[0], cols = shape[1];
         const testing::Distribution d = testing::kDistributions[turn % 3];
@@ -214,17 +216,21 @@ TEST(QuantizeColumnCopy, IsTheTransposedCopyInXsLayoutOnEveryLevelAndThreadCount
   }
 }
 
-// Grids other than 1xN, NxN and per tensor have no column copy; the refusal says which grids do.
+// Grids other than 1xN (per tensor, NxN, others) have no column copy; the refusal says which
+// grids do.
 TEST(QuantizeColumnCopy, OtherGridsAreRefused) {
-  QuantizeRun run = testing::make_run(kernels::ScaleGrid{2, 3, false}, DType::e4m3, DType::f32);
-  run.data_t_in_x_layout = true;
   const std::vector<float> x(6 * 9, 1.0f);
-  try {
-    testing::quantize_on(Device::cpu(), x, 6, 9, run);
-    FAIL() << "a 2x3 grid with data_t in x's layout was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("1xN (row, 1x128, MX), NxN"), std::string::npos)
-        << e.what();
+  for (const kernels::ScaleGrid grid :
+       {testing::kTensorGrid, testing::kBlockGrid, kernels::ScaleGrid{2, 3, false}}) {
+    QuantizeRun run = testing::make_run(grid, DType::e4m3, DType::f32);
+    run.data_t_in_x_layout = true;
+    try {
+      testing::quantize_on(Device::cpu(), x, 6, 9, run);
+      ADD_FAILURE() << "a " << grid.block_rows << "x" << grid.block_cols
+                    << " grid with data_t in x's layout was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("1xN (row, 1x128, MX)"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -212,9 +212,8 @@ int run_quantize(const QuantizeOptions& args) {
 
     for (const Variant& v : kVariants) {
       // The transposed copy K-major (yes), and on the CPU in x's layout (col: the column copy,
-      // QuantizeOutputs::data_t_in_x_layout) for the grids that have it.
-      const bool has_columns =
-          device.is_cpu() && (v.grid.block_rows == 1 || v.grid.block_rows == v.grid.block_cols);
+      // QuantizeOutputs::data_t_in_x_layout) for the 1xN grids that have it.
+      const bool has_columns = device.is_cpu() && v.grid.block_rows == 1;
       for (const int mode : {0, 1, 2}) {
         if (mode == 2 && !has_columns) continue;
         const bool transposed = mode != 0, columns = mode == 2;

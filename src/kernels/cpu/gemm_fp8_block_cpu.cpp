@@ -397,6 +397,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
     for (int64_t r = 0; r < g.m; ++r) std::fill(a16 + r * l.kp + g.k, a16 + (r + 1) * l.kp, 0);
   }
   if (l.kp == g.k && !g.b_kn) std::fill(b16 + g.n * l.kp, b16 + l.np * l.kp, uint16_t{0});
+
     // B's rows as panels of 32 columns, each K pair of a column one 32-bit word, and each
     // panel's column scales per slice (0 for padding columns).
 #pragma omp parallel for schedule(static) if (big)

@@ -967,27 +967,16 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   }
 }
 
-// The column copy (QuantizeOutputs::data_t_in_x_layout): xᵀ quantized on the grid, its codes
-// stored like x. Per tensor and NxN: the transposed copy's codes are data's (the same blocks),
-// so data_t is data and scale_inv_t the transpose of scale_inv. Grids whose xᵀ blocks are
-// columns of x (1xN: row, 1x128, MX): per band of block_h rows, tasks of kColumnChunk columns
-// (Columns above); one band (row) is split into slabs of rows that share its column maxima,
-// which do not depend on the order: nor do the outputs on the thread count.
+// The column copy (QuantizeOutputs::data_t_in_x_layout) of a 1xN grid (row, 1x128, MX; the
+// front end allows no other): xᵀ's blocks are block_h rows of one column of x, and its codes
+// stay where x's are. Per band of block_h rows, tasks of kColumnChunk columns (Columns above);
+// one band (row) is split into slabs of rows that share its column maxima, which do not depend
+// on the order: nor do the outputs on the thread count.
 void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOutputs& out,
                       ScaleGrid grid) {
   const int64_t rows = x.rows(), cols = x.cols();
-  const int64_t block_rows = block_size(grid.block_rows, rows);
-  const int64_t block_cols = block_size(grid.block_cols, cols);
   const int64_t block_h = block_size(grid.block_cols, rows);  // xᵀ's blocks in x's rows
-  if (grid.block_rows != 1) {  // per tensor, NxN (the front end allows no other)
-    const int64_t bands = (rows + block_rows - 1) / block_rows;
-    const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
-    std::memcpy(out.data_t.data, out.data.data, static_cast<size_t>(rows * cols));
-    transpose(Tensor(out.scale_inv.data, out.scale_inv.dtype, {bands, scale_cols}),
-              Tensor(out.scale_inv_t.data, out.scale_inv.dtype, {scale_cols, bands}));
-    return;
-  }
-  j.count = false;  // counts are for data only
+  j.count = false;                                            // counts are for data only
   ColumnsTask base{};
   base.x = x.data;
   base.cols = cols;
