@@ -256,6 +256,7 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
     _tile_stored(1, &part[0][16], b_stride);
     _tile_stored(2, &part[16][0], b_stride);
     _tile_stored(3, &part[16][16], b_stride);
+    if (s + 1 == l.slices) break;  // the last slice is promoted as C is stored (below)
     const __m512 sb0 = _mm512_loadu_ps(sb + s * kNr), sb1 = _mm512_loadu_ps(sb + s * kNr + 16);
     for (int64_t r = 0; r < kAmxRows; ++r) {
       const __m512 row = _mm512_set1_ps(sa[r * l.slices + s]);
@@ -270,13 +271,26 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
       }
     }
   }
+  // The last slice's promotion, main += part * (sa * sb) (main = part * (sa * sb) where it is the
+  // only one: the row recipe's), made as C is stored: the same operations in the same order, with
+  // no pass through main.
+  const int64_t last = l.slices - 1;
+  const __m512 sb0 = _mm512_loadu_ps(sb + last * kNr), sb1 = _mm512_loadu_ps(sb + last * kNr + 16);
   const size_t element = g.c_dtype == DType::f32 ? 4 : 2;
   const int64_t rows = std::min(kAmxRows, g.m - i0), cols = std::min(kNr, g.n - j0);
   for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
     __m512 acc[kMr][2];
     for (int64_t r = 0; r < kMr; ++r) {
-      acc[r][0] = _mm512_load_ps(&main[r0 + r][0]);
-      acc[r][1] = _mm512_load_ps(&main[r0 + r][16]);
+      const __m512 row = _mm512_set1_ps(sa[(r0 + r) * l.slices + last]);
+      const __m512 s0 = _mm512_mul_ps(row, sb0), s1 = _mm512_mul_ps(row, sb1);
+      const __m512 p0 = _mm512_load_ps(&part[r0 + r][0]), p1 = _mm512_load_ps(&part[r0 + r][16]);
+      if (last == 0) {
+        acc[r][0] = _mm512_mul_ps(p0, s0);
+        acc[r][1] = _mm512_mul_ps(p1, s1);
+      } else {
+        acc[r][0] = _mm512_fmadd_ps(p0, s0, _mm512_load_ps(&main[r0 + r][0]));
+        acc[r][1] = _mm512_fmadd_ps(p1, s1, _mm512_load_ps(&main[r0 + r][16]));
+      }
     }
     void* c = static_cast<char*>(g.c) + static_cast<size_t>((i0 + r0) * g.n + j0) * element;
     store_tile(acc, std::min(kMr, rows - r0), cols, g.alpha, g.beta, c, g.c_dtype, g.n);
