@@ -27,7 +27,9 @@ bool QuantizedTensor::widens(Device device, const Recipe& recipe, Role role) {
 }
 
 bool QuantizedTensor::copies_by_columns(Device device, const Recipe& recipe, Role role) {
-  return kernels::fp8_gemm_reads_k_first(device, recipe.grid(role));
+  // Power-of-two scales fold into the CPU GEMM's widened operands, a way that reads K-major
+  // operands only: copies in x's layout would be transposed back in every GEMM.
+  return !recipe.power_of_two_scales && kernels::fp8_gemm_reads_k_first(device, recipe.grid(role));
 }
 
 QuantizedTensor::QuantizedTensor(Device device, int64_t max_rows, int64_t cols,

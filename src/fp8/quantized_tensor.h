@@ -55,7 +55,8 @@ class QuantizedTensor {
   // Whether a tensor of `role` on `device` made with_transpose and widened_on_cpu holds `wide`.
   static bool widens(Device device, const Recipe& recipe, Role role);
   // Whether one made with_transpose and columns_on_cpu holds data_t in x's layout (CPU, a 1xN
-  // grid the FP8 GEMM reads K-first: kernels::fp8_gemm_reads_k_first).
+  // grid the FP8 GEMM reads K-first: kernels::fp8_gemm_reads_k_first; f32 scales not rounded to
+  // powers of two, which the GEMM folds into K-major operands).
   static bool copies_by_columns(Device device, const Recipe& recipe, Role role);
 
   // Views data (and the rest) as [rows, cols]; rows <= max_rows.

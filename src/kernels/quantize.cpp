@@ -45,7 +45,8 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
               ", got ", out.data.str());
   check_scales(op, "scale_inv", out.scale_inv, rows, cols, o.grid, x.device);
   if (out.data_t_in_x_layout) {
-    OCTET_CHECK(x.device.is_cpu(), op, "data_t in x's layout (B stored [K, N]) is the CPU's; on ",
+    OCTET_CHECK(x.device.is_cpu(), op,
+                "data_t in x's layout (A stored [K, M], B [K, N]) is the CPU's; on ",
                 device_name(x.device), " the transposed copy is K-major");
     OCTET_CHECK(o.grid.block_rows == 1, op,
                 "data_t in x's layout takes grids whose blocks are 1xN (row, 1x128, MX), whose "
