@@ -1035,6 +1035,123 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
   }
 }
 
+// Rows [r0, r0 + h) of a 1 x block_cols grid: every row has scales of its own, so any split of
+// the rows gives the bits of quantize_bands, whose row calls (Kernels::rows for short rows, flat
+// rows for the others) this makes for the range.
+void quantize_row_range(const Kernels& k, const Job& j, const Tensor& x, const QuantizeOutputs& out,
+                        int64_t r0, int64_t h, int64_t block_cols, Stats& st) {
+  const int64_t cols = x.cols(), scale_cols = (cols + block_cols - 1) / block_cols;
+  const bool by_rows = short_rows(k, j, cols, 1, block_cols);
+  const int64_t step =
+      by_rows ? std::max<int64_t>(1, kFlatRow / cols) : rows_per_flat_row(h, cols, 1, block_cols);
+  const size_t in_size = dtype_size(x.dtype), scale_size = dtype_size(out.scale_inv.dtype);
+  for (int64_t r = r0; r < r0 + h; r += step) {
+    const int64_t n = std::min(step, r0 + h - r);
+    const void* xr = byte_offset(x.data, r * cols, in_size);
+    void* scales = const_cast<char*>(byte_offset(out.scale_inv.data, r * scale_cols, scale_size));
+    uint8_t* codes = out.data.as<uint8_t>() + r * cols;
+    Stats s;
+    if (by_rows) {
+      k.rows(j, xr, n, cols, block_cols, codes, scales, &s);
+    } else {
+      k.band(j, xr, 1, cols * n, block_cols, codes, scales, &s);
+    }
+    st.amax_bits = std::max(st.amax_bits, s.amax_bits);
+    st.saturated += s.saturated;
+    st.flushed += s.flushed;
+  }
+}
+
+// Whether quantize_rows_and_columns takes the call: a 1xN grid with the column copy, whose one
+// band's columns fit the shared maxima.
+bool rows_and_columns(const Tensor& x, const QuantizeOutputs& out, int64_t block_rows) {
+  return block_rows == 1 && !out.data_t.empty() && out.data_t_in_x_layout &&
+         x.cols() <= kMaxSlabColumns;
+}
+
+// A 1xN grid's codes and its column copy in one parallel region, each task quantizing its rows
+// and then, while they are still in cache, their column maxima (and codes): quantize_bands and
+// quantize_columns read x from memory twice and wake the threads twice. Bands of xᵀ's blocks
+// (block, MX: block_h rows of one column) go one to a task; the row recipe's single band is cut
+// into slabs of rows that max their column maxima into one shared row, and encode after the
+// barrier. The same kernels on the same rows as the two passes: the same bits, whatever the
+// thread count.
+void quantize_rows_and_columns(const Kernels& k, const Job& j, const Tensor& x,
+                               const QuantizeOutputs& out, ScaleGrid grid, int64_t block_cols,
+                               Stats& st) {
+  const int64_t rows = x.rows(), cols = x.cols();
+  const int64_t block_h = block_size(grid.block_cols, rows);  // xᵀ's blocks in x's rows
+  Job jc = j;
+  jc.count = false;  // counts are for data only
+  ColumnsTask base{};
+  base.x = x.data;
+  base.cols = cols;
+  base.data_t = out.data_t.as<uint8_t>();
+  base.scale_inv_t = out.scale_inv_t.data;
+  base.bands = (rows + block_h - 1) / block_h;
+  const int64_t chunks = (cols + kColumnChunk - 1) / kColumnChunk;
+  auto task = [&](int64_t r0, int64_t h, int64_t chunk) {
+    ColumnsTask t = base;
+    t.r0 = r0;
+    t.h = h;
+    t.band = r0 / block_h;
+    t.c0 = chunk * kColumnChunk;
+    t.w = std::min(kColumnChunk, cols - t.c0);
+    return t;
+  };
+  const bool parallel = rows * cols > kParallelElements;
+  uint32_t amax_bits = 0;
+  uint64_t saturated = 0, flushed = 0;
+  if (base.bands > 1 || !parallel) {
+#pragma omp parallel for schedule(static) reduction(max : amax_bits) \
+    reduction(+ : saturated, flushed) if (parallel)
+    for (int64_t band = 0; band < base.bands; ++band) {
+      const int64_t r0 = band * block_h, h = std::min(block_h, rows - r0);
+      Stats s;
+      quantize_row_range(k, j, x, out, r0, h, block_cols, s);
+      amax_bits = std::max(amax_bits, s.amax_bits);
+      saturated += s.saturated;
+      flushed += s.flushed;
+      for (int64_t c = 0; c < chunks; ++c) k.columns(jc, task(r0, h, c));
+    }
+    st = {amax_bits, saturated, flushed};
+    return;
+  }
+  // One band: about four slabs a thread, of at least 16 rows.
+  const int threads = omp_get_max_threads();
+  const int64_t slab_h = std::max<int64_t>(16, (rows + 4 * threads - 1) / (4 * threads));
+  const int64_t slabs = (rows + slab_h - 1) / slab_h;
+  alignas(64) uint32_t col_max[kMaxSlabColumns];
+  std::fill_n(col_max, cols, 0u);
+  auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split) {
+    ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
+    t.split = split;
+    t.col_max = col_max;
+    t.writes_scales = slab == 0;
+    return t;
+  };
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static) reduction(max : amax_bits) reduction(+ : saturated, flushed)
+    for (int64_t slab = 0; slab < slabs; ++slab) {
+      Stats s;
+      quantize_row_range(k, j, x, out, slab * slab_h, std::min(slab_h, rows - slab * slab_h),
+                         block_cols, s);
+      amax_bits = std::max(amax_bits, s.amax_bits);
+      saturated += s.saturated;
+      flushed += s.flushed;
+      for (int64_t c = 0; c < chunks; ++c) {
+        k.columns(jc, slab_task(slab, c, ColumnsTask::Split::maxima));
+      }
+    }
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t slab = 0; slab < slabs; ++slab)
+      for (int64_t c = 0; c < chunks; ++c)
+        k.columns(jc, slab_task(slab, c, ColumnsTask::Split::encode));
+  }
+  st = {amax_bits, saturated, flushed};
+}
+
 // wide = data's codes widened to bf16, in chunks over the threads (the grids other than per
 // tensor, whose band loops do not write wide themselves).
 void widen_codes(const Tensor& data, uint16_t* wide) {
@@ -1077,13 +1194,19 @@ void quantize(const Tensor& x, const QuantizeOutputs& out, const QuantizeOptions
   const int64_t block_rows = block_size(o.grid.block_rows, rows);
   const int64_t block_cols = block_size(o.grid.block_cols, cols);
   Stats st;
-  if (block_rows == rows && block_cols == cols) {
+  const bool per_tensor = block_rows == rows && block_cols == cols;
+  const bool with_columns = !per_tensor && rows_and_columns(x, out, block_rows);
+  if (per_tensor) {
     quantize_per_tensor(k, j, x, out, o, st);  // writes wide too
   } else {
-    quantize_bands(k, j, x, out, block_rows, block_cols, st);
+    if (with_columns) {
+      quantize_rows_and_columns(k, j, x, out, o.grid, block_cols, st);
+    } else {
+      quantize_bands(k, j, x, out, block_rows, block_cols, st);
+    }
     if (!out.wide.empty()) widen_codes(out.data, out.wide.as<uint16_t>());
   }
-  if (!out.data_t.empty()) {
+  if (!out.data_t.empty() && !with_columns) {
     if (out.data_t_in_x_layout) {
       quantize_columns(k, j, x, out, o.grid);
     } else {
