@@ -669,7 +669,7 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
 // AMX for K slices), and every other way multiplies them made K-major.
 // Every grid kind (per tensor, rows, rows folded, K slices, MX folded, out of range), both
 // paths, every instruction-set level this machine has; K not a multiple of AMX's 32 (padded
-// pairs), N not of the 32-column panel.
+// pairs), N not of the 32-column panel, and a K of 512 (AMX pads A's rows by a cache line).
 TEST(CpuFp8FusedGemm, AAndBStoredKFirstGiveTheKMajorBitsOnEveryWay) {
   testing::Rng rng(testing::fresh_seed());
   EngineGuard engine_guard;
@@ -679,8 +679,11 @@ TEST(CpuFp8FusedGemm, AAndBStoredKFirstGiveTheKMajorBitsOnEveryWay) {
       set_scale(op, i, std::exp2(std::floor(std::log2(op.scales[i]))));
   };
   std::vector<ScaledGemm> gemms;
-  for (const auto& [m, n, k] :
-       {std::array<int64_t, 3>{40, 48, 272}, {33, 70, 256}, {1, 1, 16}, {130, 64, 208}}) {
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{40, 48, 272},
+                                {33, 70, 256},
+                                {1, 1, 16},
+                                {130, 64, 208},
+                                {33, 70, 512}}) {
     auto make = [&](ScaleGrid ga, ScaleGrid gb) {
       return ScaledGemm{random_operand(DType::e4m3, m, k, ga, rng),
                         random_operand(DType::e5m2, n, k, gb, rng),

@@ -157,8 +157,8 @@ void expect_within_bound(const Case& t, const Operands& o, const std::vector<flo
 class CpuFp8BlockGemm : public ::testing::TestWithParam<const char*> {};
 
 // M not a multiple of the 8-row tile nor of AMX's 32, N not of the 32-column panel, K not of
-// the slice nor of AMX's 32-wide step (and odd: the last K pair is padded), one element, and the
-// block recipe's own 128 slices.
+// the slice nor of AMX's 32-wide step (and odd: the last K pair is padded), one element, the
+// block recipe's own 128 slices, and K long enough for AMX to pad A's rows.
 TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTwoThreads) {
   const testing::ScopedEnv isa("OCTET_CPU_ISA", GetParam());
   if (!kernels::cpu::fp8_block_gemm_available()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
@@ -177,6 +177,10 @@ TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAnd
       {45, 70, 300, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.0f, true},
       {45, 70, 300, 128, DType::e4m3, DType::e4m3, DType::bf16, -0.5f, 0.0f, true},
       {33, 40, 200, 40, DType::e4m3, DType::e4m3, DType::f32, 1.0f, 0.5f},  // AMX: slice not x32
+      // AMX: K of 512 and 1024, whose rows of A are stored with a cache line more (BlockLayout::
+      // lda); one slice (the row recipe's) and B larger than A (the panels before the tiles).
+      {40, 70, 512, 512, DType::e4m3, DType::e4m3, DType::bf16, 1.0f, 0.0f},
+      {35, 100, 1024, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.5f},
   };
   for (const Case& t : cases) {
     // Which kernel runs this case: AMX's takes slices that are whole 32-wide steps.

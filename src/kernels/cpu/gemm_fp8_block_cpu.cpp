@@ -41,6 +41,7 @@ int64_t round_up(int64_t x, int64_t to) {
 // [column scales, Np / 32 panels x S slices x 32][row scales, Mp x S].
 struct BlockLayout {
   int64_t mp, np, kp, slices;
+  int64_t lda;  // A's row stride (bf16 values): kp, or more where kp's would alias in L1
   size_t a_bytes, b_bytes, panel_bytes, scale_bytes, row_scale_bytes;
   size_t total() const {
     return kAlign + a_bytes + b_bytes + panel_bytes + scale_bytes + row_scale_bytes;
@@ -54,7 +55,12 @@ BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice, bool am
   l.np = round_up(std::max<int64_t>(n, 1), kNr);
   l.kp = round_up(std::max<int64_t>(k, 1), amx ? kAmxK : 2);
   l.slices = (k + slice - 1) / slice;
-  l.a_bytes = align_up(static_cast<size_t>(l.mp * l.kp) * 2);
+  // AMX reads a tile's 16 rows of A at A's row stride: where that is a multiple of 1 KiB (K of
+  // 512, 1024, 2048: the weight gradients' K is the tokens) the 32 rows of a task fall into 4, 2
+  // or 1 of L1's 64 sets, 8, 16 or 32 lines a set beside the panel's where L1 has 12 ways, and
+  // the tile loads miss. One more cache line per row spreads them over the sets.
+  l.lda = amx && l.kp * 2 % 1024 == 0 ? l.kp + 32 : l.kp;
+  l.a_bytes = align_up(static_cast<size_t>(l.mp * l.lda) * 2);
   l.b_bytes = align_up(static_cast<size_t>(l.np * l.kp) * 2);
   l.panel_bytes = l.b_bytes;
   l.scale_bytes = align_up(static_cast<size_t>(l.np * l.slices) * 4);
@@ -208,7 +214,7 @@ OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& 
                                       int64_t tile, int64_t panel) {
   __m512 main[kMr][2];
   const int64_t i0 = tile * kMr, j0 = panel * kNr;
-  block_tile(a16 + i0 * l.kp, l.kp, panels + panel * (l.kp / 2) * kNr, row_scales + i0 * l.slices,
+  block_tile(a16 + i0 * l.lda, l.lda, panels + panel * (l.kp / 2) * kNr, row_scales + i0 * l.slices,
              col_scales + panel * l.slices * kNr, g.k, g.slice, l.slices, main);
   const size_t element = g.c_dtype == DType::f32 ? 4 : 2;
   void* c = static_cast<char*>(g.c) + static_cast<size_t>(i0 * g.n + j0) * element;
@@ -228,11 +234,11 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
   alignas(64) float main[kAmxRows][kNr];
   alignas(64) float part[kAmxRows][kNr];
   const int64_t i0 = tile * kAmxRows, j0 = panel * kNr;
-  const uint16_t* a = a16 + i0 * l.kp;
+  const uint16_t* a = a16 + i0 * l.lda;
   const uint32_t* b = panels + panel * (l.kp / 2) * kNr;
   const float* sa = row_scales + i0 * l.slices;
   const float* sb = col_scales + panel * l.slices * kNr;
-  const long a_stride = static_cast<long>(l.kp) * 2, b_stride = kNr * 4;
+  const long a_stride = static_cast<long>(l.lda) * 2, b_stride = kNr * 4;
   for (int64_t s = 0; s < l.slices; ++s) {
     const int64_t k0 = s * g.slice;
     const int64_t steps = (std::min(g.slice, g.k - k0) + kAmxK - 1) / kAmxK;
@@ -244,7 +250,7 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
     const uint32_t* bs = b + k0 / 2 * kNr;
     for (int64_t step = 0; step < steps; ++step, as += kAmxK, bs += kAmxK / 2 * kNr) {
       _tile_loadd(4, as, a_stride);
-      _tile_loadd(5, as + 16 * l.kp, a_stride);
+      _tile_loadd(5, as + 16 * l.lda, a_stride);
       _tile_loadd(6, bs, b_stride);
       _tile_loadd(7, bs + 16, b_stride);
       _tile_dpbf16ps(0, 4, 6);
@@ -297,18 +303,27 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
   }
 }
 
-// Every (tile, panel) of C on AMX, each thread with its own tile configuration. A tile's rows
-// of A stay in L1 while the panels (contiguous) stream past them from L2.
+// Every (tile, panel) of C on AMX, each thread with its own tile configuration. Each thread
+// takes a run of tasks that share the larger operand's part: the panels one after another where
+// A's bf16 is the larger (a tile's rows stay in L1, or L2 for a long K, while the panels stream
+// past them from L2, where B fits), else the tiles (a panel stays in L2 while the tiles stream
+// past it). Where B is the larger (the weight gradient of the 256-wide FFN's down projection:
+// B 2048 x 688, A 2048 x 256) the panels first read B's 2.9 MB from L3 for every tile.
 OCTET_AMX void amx_tiles(const Fp8BlockGemm& g, const BlockLayout& l, const uint16_t* a16,
                          const uint32_t* panels, const float* col_scales, const float* row_scales) {
   const int64_t tiles = l.mp / kAmxRows, panel_count = l.np / kNr;
+  const bool tiles_inner = l.b_bytes > l.a_bytes;
+  const int64_t outer = tiles_inner ? panel_count : tiles,
+                inner = tiles_inner ? tiles : panel_count;
 #pragma omp parallel if (g.m * g.n * g.k > (int64_t{1} << 18))
   {
     amx_configure();
 #pragma omp for collapse(2) schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      for (int64_t panel = 0; panel < panel_count; ++panel)
-        amx_tile_and_store(g, l, a16, panels, col_scales, row_scales, tile, panel);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        amx_tile_and_store(g, l, a16, panels, col_scales, row_scales, tiles_inner ? i : o,
+                           tiles_inner ? o : i);
+      }
     }
     amx_release();
   }
@@ -366,7 +381,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   // of an operand are one run of codes, widened in chunks rather than a call per row (rows of
   // 256 codes are eight vectors); then the padding rows. Otherwise row by row.
   // A stored [k, m] is transposed by 64 x 64 tiles of codes as it is widened (below).
-  const bool a_run = l.kp == g.k && !g.a_km, b_run = l.kp == g.k || g.b_kn;
+  const bool a_run = l.kp == g.k && l.lda == l.kp && !g.a_km, b_run = l.kp == g.k || g.b_kn;
   constexpr int64_t kChunk = 8192;
   const int64_t a_chunks = a_run ? (g.m * g.k + kChunk - 1) / kChunk : 0;
   const int64_t chunks = a_chunks + (b_run ? (g.n * g.k + kChunk - 1) / kChunk : 0);
@@ -390,14 +405,14 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
         const int64_t m0 = mt * 64, k0 = kt * 64;
         const int64_t h = std::min<int64_t>(64, g.k - k0), w = std::min<int64_t>(64, g.m - m0);
         avx512::transpose_tile64(g.a + k0 * g.m + m0, g.m, h, w, tile, 64);
-        for (int64_t c = 0; c < w; ++c) widen_a(tile + c * 64, a16 + (m0 + c) * l.kp + k0, h);
+        for (int64_t c = 0; c < w; ++c) widen_a(tile + c * 64, a16 + (m0 + c) * l.lda + k0, h);
       }
     }
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const bool is_a = r < a_rows;
       const int64_t row = is_a ? r : r - a_rows;
-      uint16_t* out = is_a ? a16 + row * l.kp : b16 + row * l.kp;
+      uint16_t* out = is_a ? a16 + row * l.lda : b16 + row * l.kp;
       if (row < (is_a ? g.m : g.n)) {
         (is_a ? widen_a : widen_b)((is_a ? g.a : g.b) + row * g.k, out, g.k);
         std::fill(out + g.k, out + l.kp, uint16_t{0});
@@ -406,9 +421,9 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
       }
     }
   }
-  if (a_run || g.a_km) std::fill(a16 + g.m * l.kp, a16 + l.mp * l.kp, uint16_t{0});
+  if (a_run || g.a_km) std::fill(a16 + g.m * l.lda, a16 + l.mp * l.lda, uint16_t{0});
   if (g.a_km && l.kp != g.k) {
-    for (int64_t r = 0; r < g.m; ++r) std::fill(a16 + r * l.kp + g.k, a16 + (r + 1) * l.kp, 0);
+    for (int64_t r = 0; r < g.m; ++r) std::fill(a16 + r * l.lda + g.k, a16 + r * l.lda + l.kp, 0);
   }
   if (l.kp == g.k && !g.b_kn) std::fill(b16 + g.n * l.kp, b16 + l.np * l.kp, uint16_t{0});
 
