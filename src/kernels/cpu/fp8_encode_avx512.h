@@ -12,6 +12,7 @@
 #include "core/convert.h"
 #include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/fp8_encode_vec.h"
+#include "kernels/cpu/fp8_widen_avx512.h"
 #include "kernels/cpu/intrinsics.h"
 
 namespace octet::kernels::cpu::avx512 {
@@ -194,14 +195,7 @@ OCTET_AVX512_INLINE void encode_wide32(const In* x, uint8_t* __restrict out, uin
                        24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i codes = _mm512_permutex2var_epi16(c0, even, c1);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi16_epi8(codes));
-  const __m512i lo = _mm512_permutex2var_epi16(table[0], codes, table[1]);
-  const __m512i hi = _mm512_permutex2var_epi16(table[2], codes, table[3]);
-  const __m512i mag =
-      _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), hi);
-  // mag | (code << 8 & 0x8000)
-  _mm512_storeu_si512(
-      wide + i, _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(codes, 8),
-                                          _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0xF8));
+  _mm512_storeu_si512(wide + i, with_sign(widen_magnitudes(codes, table), codes));
 }
 
 // encode_wide_run with the NaN select in or out: whole vectors of 32, counts per lane summed
@@ -239,7 +233,7 @@ inline OCTET_AVX512_TARGET void encode_wide_run(const In* x, uint8_t* __restrict
   constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   __m512i t[4];
-  for (int r = 0; r < 4; ++r) t[r] = _mm512_loadu_si512(table + 32 * r);
+  load_widen_table(table, t);
   if (amax_bits <= 0x7F800000u) {
     encode_wide_run_as<In, kE4M3, kCount, false>(x, out, wide, n, scale, limit, t, saturated,
                                                  flushed);

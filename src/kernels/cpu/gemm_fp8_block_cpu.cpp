@@ -17,6 +17,7 @@
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
+#include "kernels/cpu/fp8_widen_avx512.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
@@ -181,11 +182,39 @@ OCTET_AVX512_BF16 void pack_panel(const uint32_t* rows, int64_t pairs, uint32_t*
     for (int64_t c = 0; c < kNr; ++c) out[p * kNr + c] = rows[c * pairs + p];
 }
 
-// One panel of B stored [k, n] (bf16, row stride n), columns [j0, j0 + 32): out[p * 32 + c] =
-// B[2p][j0 + c] | B[2p + 1][j0 + c] << 16, zero past row k and column n. Pairs of rows
-// interleaved: no transpose (pack_panel's rows are B's columns).
-OCTET_AVX512_BF16 void pack_panel_kn(const uint16_t* b, int64_t k, int64_t n, int64_t j0,
-                                     int64_t pairs, uint32_t* out) {
+// Row r of B stored [k, n] as FP8 codes (row stride n), the panel's columns (`mask` of 32 from
+// `col`), widened to bf16; zero past row k and column n.
+OCTET_AVX512_BF16 inline __m512i widened_row(const uint8_t* col, int64_t r, int64_t k, int64_t n,
+                                             __mmask32 mask, const __m512i* table) {
+  return r < k ? avx512::widen32(col + r * n, mask, table) : _mm512_setzero_si512();
+}
+
+// A stored [k, m] as FP8 codes: its 64 x 64 tile (mt, kt) transposed in L1 (codes [k0, k0 + h) x
+// [m0, m0 + w) as stored), tile row c widened into row m0 + c of op(A) in a16 where it lies.
+OCTET_AVX512_BF16 void widen_a_tile(const uint8_t* a, int64_t m, int64_t k, const uint16_t* table,
+                                    int64_t mt, int64_t kt, uint16_t* a16, int64_t lda) {
+  alignas(64) uint8_t tile[64 * 64];
+  const int64_t m0 = mt * 64, k0 = kt * 64;
+  const int64_t h = std::min<int64_t>(64, k - k0), w = std::min<int64_t>(64, m - m0);
+  avx512::transpose_tile64(a + k0 * m + m0, m, h, w, tile, 64);
+  __m512i t[4];
+  avx512::load_widen_table(table, t);
+  for (int64_t c = 0; c < w; ++c) {
+    uint16_t* out = a16 + (m0 + c) * lda + k0;
+    for (int64_t i = 0; i < h; i += 32) {
+      const __mmask32 mask = h - i >= 32 ? ~__mmask32{0} : (__mmask32{1} << (h - i)) - 1;
+      _mm512_mask_storeu_epi16(out + i, mask, avx512::widen32(tile + c * 64 + i, mask, t));
+    }
+  }
+}
+
+// One panel of B stored [k, n] as FP8 codes, columns [j0, j0 + 32): out[p * 32 + c] =
+// B[2p][j0 + c] | B[2p + 1][j0 + c] << 16 as bf16, zero past row k and column n. Pairs of rows
+// widened in registers and interleaved: no transpose (pack_panel's rows are B's columns), and
+// no bf16 copy of B written and read back (the weight gradients' B is x's column copy, 2048 x
+// 688 at 256-wide: widening it first cost a pass as long as the packing).
+OCTET_AVX512_BF16 void pack_panel_kn(const uint8_t* b, const uint16_t* table, int64_t k, int64_t n,
+                                     int64_t j0, int64_t pairs, uint32_t* out) {
   // Word 2i of the first half from row 2p's column i, word 2i + 1 from row 2p + 1's (index 32 +
   // i of the two-register table); the second half columns 16 + i.
   alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
@@ -195,14 +224,14 @@ OCTET_AVX512_BF16 void pack_panel_kn(const uint16_t* b, int64_t k, int64_t n, in
                                                    53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
                                                    27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_load_si512(kHi);
+  __m512i t[4];
+  avx512::load_widen_table(table, t);
   const int64_t cols = std::min<int64_t>(kNr, n - j0);
   const __mmask32 mask = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
-  const uint16_t* col = b + j0;
+  const uint8_t* col = b + j0;
   for (int64_t p = 0; p < pairs; ++p) {
-    const __m512i r0 =
-        2 * p < k ? _mm512_maskz_loadu_epi16(mask, col + 2 * p * n) : _mm512_setzero_si512();
-    const __m512i r1 = 2 * p + 1 < k ? _mm512_maskz_loadu_epi16(mask, col + (2 * p + 1) * n)
-                                     : _mm512_setzero_si512();
+    const __m512i r0 = widened_row(col, 2 * p, k, n, mask, t);
+    const __m512i r1 = widened_row(col, 2 * p + 1, k, n, mask, t);
     _mm512_storeu_si512(out + p * kNr, _mm512_permutex2var_epi16(r0, lo, r1));
     _mm512_storeu_si512(out + p * kNr + 16, _mm512_permutex2var_epi16(r0, hi, r1));
   }
@@ -375,17 +404,19 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   const bool big = g.m * g.k + g.n * g.k > (int64_t{1} << 16);
 
   // A and B widened to bf16 (exact), K padded to even and rows padded with zeros. B stored
-  // [k, n] is widened as it is stored, one run, and pack_panel_kn pads it.
+  // [k, n] is widened as pack_panel_kn packs it, and padded there.
   const Fp8ToBf16 widen_a = fp8_to_bf16(g.a_dtype), widen_b = fp8_to_bf16(g.b_dtype);
+  // A stored [k, m] and B stored [k, n] are widened in registers (widen_a_tile, pack_panel_kn).
+  const uint16_t *a_table = fp8_bf16_table(g.a_dtype), *b_table = fp8_bf16_table(g.b_dtype);
   // Where K needs no padding (every FP8 GEMM's K is a multiple of 16, AMX's steps 32) the rows
   // of an operand are one run of codes, widened in chunks rather than a call per row (rows of
   // 256 codes are eight vectors); then the padding rows. Otherwise row by row.
   // A stored [k, m] is transposed by 64 x 64 tiles of codes as it is widened (below).
-  const bool a_run = l.kp == g.k && l.lda == l.kp && !g.a_km, b_run = l.kp == g.k || g.b_kn;
+  const bool a_run = l.kp == g.k && l.lda == l.kp && !g.a_km, b_run = l.kp == g.k && !g.b_kn;
   constexpr int64_t kChunk = 8192;
   const int64_t a_chunks = a_run ? (g.m * g.k + kChunk - 1) / kChunk : 0;
   const int64_t chunks = a_chunks + (b_run ? (g.n * g.k + kChunk - 1) / kChunk : 0);
-  const int64_t a_rows = a_run || g.a_km ? 0 : l.mp, rows = a_rows + (b_run ? 0 : l.np);
+  const int64_t a_rows = a_run || g.a_km ? 0 : l.mp, rows = a_rows + (b_run || g.b_kn ? 0 : l.np);
   const int64_t m_tiles = g.a_km ? (g.m + 63) / 64 : 0, k_tiles = (g.k + 63) / 64;
 #pragma omp parallel if (big)
   {
@@ -399,13 +430,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #pragma omp for collapse(2) schedule(static) nowait
     for (int64_t mt = 0; mt < m_tiles; ++mt) {
       for (int64_t kt = 0; kt < k_tiles; ++kt) {
-        // Codes [k0, k0 + h) x [m0, m0 + w) of A as stored, transposed in L1: tile row c is
-        // row m0 + c of op(A), widened into a16 where it lies.
-        alignas(64) uint8_t tile[64 * 64];
-        const int64_t m0 = mt * 64, k0 = kt * 64;
-        const int64_t h = std::min<int64_t>(64, g.k - k0), w = std::min<int64_t>(64, g.m - m0);
-        avx512::transpose_tile64(g.a + k0 * g.m + m0, g.m, h, w, tile, 64);
-        for (int64_t c = 0; c < w; ++c) widen_a(tile + c * 64, a16 + (m0 + c) * l.lda + k0, h);
+        widen_a_tile(g.a, g.m, g.k, a_table, mt, kt, a16, l.lda);
       }
     }
 #pragma omp for schedule(static)
@@ -433,7 +458,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   for (int64_t panel = 0; panel < panel_count; ++panel) {
     uint32_t* out = panels + panel * pairs * kNr;
     if (g.b_kn) {
-      pack_panel_kn(b16, g.k, g.n, panel * kNr, pairs, out);
+      pack_panel_kn(g.b, b_table, g.k, g.n, panel * kNr, pairs, out);
     } else {
       pack_panel(reinterpret_cast<const uint32_t*>(b16 + panel * kNr * l.kp), pairs, out);
     }

@@ -34,6 +34,9 @@
 #include "core/error.h"
 #include "kernels/backends.h"
 #include "kernels/cpu/gemm_cpu.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "kernels/cpu/fp8_widen_avx512.h"
+#endif
 #include "kernels/cpu/intrinsics.h"
 #include "kernels/cpu/isa.h"
 
@@ -346,18 +349,11 @@ OCTET_AVX512 inline void widen32_avx512(const uint8_t* in, uint16_t* out, int64_
   const __m256i bytes = kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in))
                               : _mm256_maskz_loadu_epi8(live, in);
   const __m512i codes = _mm512_cvtepu8_epi16(bytes);
-  // vpermt2w reads the low six bits of each index, so the codes index the table with their
-  // sign still set: bit 6 picks the half.
-  const __m512i lo = _mm512_permutex2var_epi16(t[0], codes, t[1]);
-  const __m512i hi = _mm512_permutex2var_epi16(t[2], codes, t[3]);
-  __m512i v = _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), hi);
+  __m512i v = avx512::widen_magnitudes(codes, t);
   // Finite and nonzero: the magnitude's bf16 bits nonzero and below Inf's (0x7F80).
   const __mmask32 scaled =
       _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(v, v), v, _mm512_set1_epi16(0x7F80));
-  v = _mm512_mask_add_epi16(v, scaled, v, shift);
-  // v | (code << 8 & 0x8000): the sign.
-  v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(codes, 8),
-                                _mm512_set1_epi16(static_cast<int16_t>(0x8000)), 0xF8);
+  v = avx512::with_sign(_mm512_mask_add_epi16(v, scaled, v, shift), codes);
   if constexpr (kFull) {
     _mm512_storeu_si512(out, v);
   } else {
@@ -375,8 +371,7 @@ OCTET_AVX512 inline void widen_run_avx512(const uint8_t* in, uint16_t* out, int6
 
 // The table of one format in four registers.
 OCTET_AVX512 inline void load_table(bool e4m3, __m512i* t) {
-  const uint16_t* table = e4m3 ? bf16_table().e4m3.data() : bf16_table().e5m2.data();
-  for (int i = 0; i < 4; ++i) t[i] = _mm512_loadu_si512(table + 32 * i);
+  avx512::load_widen_table(e4m3 ? bf16_table().e4m3.data() : bf16_table().e5m2.data(), t);
 }
 
 // A power of two's exponent, as the amount added to a bf16's bits.
