@@ -71,6 +71,13 @@ bool Linear::quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::R
   return fp8::QuantizedTensor::widens(device, recipe, role) && recipe.bf16_gemms == 0;
 }
 
+fp8::TransposedCopy Linear::transposed_copy(Device device, const fp8::Recipe& recipe,
+                                            fp8::Role role) {
+  return role != fp8::Role::weight && fp8::QuantizedTensor::copies_by_columns(device, recipe, role)
+             ? fp8::TransposedCopy::columns_on_cpu
+             : fp8::TransposedCopy::widened_on_cpu;
+}
+
 bool Linear::takes_amax(Device device, Precision precision, const fp8::Recipe& recipe) {
   // The CPU's per-tensor quantizes (the ones that widen) take a given amax.
   return precision == Precision::fp8 &&
@@ -97,8 +104,6 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
     OCTET_CHECK(tokens >= 16, kOp, "max_tokens=", tokens,
                 " must be at least 16 under fp8 (T is a multiple of 16, wgrad's K)");
     const fp8::Recipe& recipe = config.recipe;
-    // On the CPU under per-tensor scales the transposed copies are widened (linear.h).
-    const auto copy = fp8::TransposedCopy::widened_on_cpu;
     const bool dy_widened = fp8::QuantizedTensor::widens(device, recipe, fp8::Role::gradient);
     const bool x_in_place =
         config.fp8_x_in_place && quantizes_in_place(device, recipe, fp8::Role::activation);
@@ -122,18 +127,16 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
     const auto in_place = fp8::TransposedCopy::widened_in_place;
     // x's and dy's transposed copies (wgrad's B and A): on the CPU under 1xN grids that its FP8
     // GEMM reads K-first (row on AMX, block's 1x128 with AVX512_BF16) kept in x's layout, which
-    // the quantize makes without transposes (fp8::TransposedCopy::columns_on_cpu).
+    // the quantize makes without transposes (fp8::TransposedCopy::columns_on_cpu); on the CPU
+    // under per-tensor scales widened (transposed_copy).
     auto copy_of = [&](bool in_place_asked, fp8::Role role) {
-      if (in_place_asked) return in_place;
-      return fp8::QuantizedTensor::copies_by_columns(device, recipe, role)
-                 ? fp8::TransposedCopy::columns_on_cpu
-                 : copy;
+      return in_place_asked ? in_place : transposed_copy(device, recipe, role);
     };
     const auto x_copy = copy_of(x_in_place, fp8::Role::activation);
     qx_ = fp8::QuantizedTensor(device, tokens, in, recipe, fp8::Role::activation, with_transpose,
                                x_data, Tensor(), x_copy);
     qw_ = fp8::QuantizedTensor(device, out, in, recipe, fp8::Role::weight, with_transpose, Tensor(),
-                               Tensor(), copy);
+                               Tensor(), transposed_copy(device, recipe, fp8::Role::weight));
     qdy_ = fp8::QuantizedTensor(device, tokens, out, recipe, fp8::Role::gradient, with_transpose,
                                 dy_data, dy_in_place ? Tensor() : dy_data_t,
                                 copy_of(dy_in_place, fp8::Role::gradient));

@@ -2,6 +2,7 @@
 an unknown flag or command fails (exit 2) naming its nearest match, and a bad value fails
 (exit 2) naming the flag. Nothing here trains or times anything: every case fails or stops
 before a command runs."""
+import json
 import os
 import subprocess
 
@@ -242,3 +243,27 @@ def test_bench_gemm_labels_say_which_way_each_ratio_goes():
     assert "bf16 speed-up over oblas" in header and "fp8 time / bf16 time" in header, header
     assert "OpenBLAS sgemm time / bf16 time (above 1: bf16 is faster)" in proc.stdout
     assert "time / tensor" in proc.stdout  # the scaling-mode table's ratio, also a time ratio
+
+
+def test_bench_gemm_layer_times_the_twelve_gemms_of_a_layer_under_each_recipe(tmp_path):
+    out = tmp_path / "layer.jsonl"
+    proc = octet("bench", "gemm", "--device", "cpu", "--layer", "tiny", "--tokens", "64",
+                 "--reps", "1", "--recipe", "tensor-current,row", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    # tiny: hidden 64, 4 heads, 2 KV heads (qkv 128), FFN 176 (gate and up 352); T = 64.
+    shapes = {("qkv", "fwd"): (64, 128, 64), ("qkv", "dgrad"): (64, 64, 128),
+              ("qkv", "wgrad"): (128, 64, 64), ("o", "fwd"): (64, 64, 64),
+              ("gate_up", "fwd"): (64, 352, 64), ("gate_up", "wgrad"): (352, 64, 64),
+              ("down", "fwd"): (64, 64, 176), ("down", "dgrad"): (64, 176, 64)}
+    assert len(records) == 12 * 2, records
+    for r in records:
+        assert r["recipe"] in ("tensor-current", "row"), r
+        assert r["bf16_seconds"] > 0 and r["fp8_seconds"] > 0, r
+        want = shapes.get((r["linear"], r["gemm"]))
+        if want:
+            assert (r["m"], r["n"], r["k"]) == want, r
+    assert "layer    all" in proc.stdout
+    refused = octet("bench", "gemm", "--device", "cuda", "--layer", "tiny")
+    assert refused.returncode == 2
+    assert "[bench gemm] --layer applies to --device cpu" in refused.stderr, refused.stderr

@@ -31,6 +31,9 @@ struct BenchGemmOptions {
   long long max_size = 16384;                                   // cuda: leave out larger squares
   std::vector<std::string> suites = {"square", "llama", "te"};  // cuda
   bool max_size_given = false, suite_given = false;
+  std::string layer;        // cpu: a model whose layer's GEMMs to time (empty: squares)
+  long long tokens = 2048;  // --layer: T
+  std::vector<std::string> recipes = {"tensor-current", "row", "block", "mx"};  // --layer
 };
 
 // The CUDA half of bench gemm (bench_gemm_cuda.cpp): bf16 vs FP8 on squares, LLaMA-2

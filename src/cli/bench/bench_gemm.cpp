@@ -1,6 +1,7 @@
 // cli/bench/bench_gemm.cpp: `octet bench gemm`: times f32, bf16 and FP8 GEMMs (and
 // OpenBLAS sgemm beside them on the CPU), the FP8 GEMM under each scaling mode with and
-// without the quantization of its operands, and the FP8 conversions of one device.
+// without the quantization of its operands, and the FP8 conversions of one device; with
+// --layer, the twelve GEMMs of one transformer layer in bf16 and under FP8 recipes.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,7 +22,10 @@
 #include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
 #include "fp8/scaling.h"
+#include "kernels/convert.h"
 #include "kernels/gemm.h"
+#include "model/config.h"
+#include "nn/linear.h"
 
 #if defined(OCTET_HAVE_OPENBLAS)
 #include <cblas.h>
@@ -314,6 +318,163 @@ int run(const BenchGemmOptions& args) {
   return 0;
 }
 
+// ---- --layer: the GEMMs of one transformer layer -------------------------------
+
+// One linear layer of the block: x [T, in], W [out, in].
+struct LayerLinear {
+  const char* name;
+  int64_t in, out;
+};
+
+// Values in [-1, 1) rounded to `dtype`.
+Buffer random_buffer(Device device, DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (float& x : v) x = uniform(rng);
+  Buffer b = Buffer::for_tensor(device, dtype, {rows, cols});
+  kernels::convert(Tensor(v.data(), DType::f32, {rows, cols}), b.tensor(dtype, {rows, cols}));
+  return b;
+}
+
+// The three GEMMs of one linear layer as nn::Linear makes them (linear.cpp): forward y = x Wᵀ,
+// dgrad dx = dy W, wgrad dW += dyᵀ x (f32, accumulated). bf16 through the CPU's engine, FP8
+// through fp8::gemm on x, W and dy quantized beforehand with the transposed copies a layer makes
+// (nn::Linear::transposed_copy): only the GEMMs are timed, not the quantization.
+struct LayerTimes {
+  double bf16[3];
+  std::vector<std::array<double, 3>> fp8;  // per recipe
+};
+
+LayerTimes time_linear(Device device, const LayerLinear& l, int64_t t,
+                       const std::vector<fp8::Recipe>& recipes, int reps, std::mt19937& rng) {
+  Buffer x = random_buffer(device, DType::bf16, t, l.in, rng);
+  Buffer w = random_buffer(device, DType::bf16, l.out, l.in, rng);
+  Buffer dy = random_buffer(device, DType::bf16, t, l.out, rng);
+  Buffer y = Buffer::for_tensor(device, DType::bf16, {t, l.out});
+  Buffer dx = Buffer::for_tensor(device, DType::bf16, {t, l.in});
+  Buffer dw = random_buffer(device, DType::f32, l.out, l.in, rng);
+  const Tensor tx = x.tensor(DType::bf16, {t, l.in}), tw = w.tensor(DType::bf16, {l.out, l.in}),
+               tdy = dy.tensor(DType::bf16, {t, l.out}), ty = y.tensor(DType::bf16, {t, l.out}),
+               tdx = dx.tensor(DType::bf16, {t, l.in}), tdw = dw.tensor(DType::f32, {l.out, l.in});
+  LayerTimes out{};
+  {
+    kernels::GemmOptions fwd, dgrad, wgrad;
+    dgrad.trans_b = false;
+    wgrad.trans_a = true;
+    wgrad.trans_b = false;
+    wgrad.beta = 1.0f;
+    const size_t bytes = std::max({kernels::gemm_workspace_bytes(tx, tw, ty, fwd),
+                                   kernels::gemm_workspace_bytes(tdy, tw, tdx, dgrad),
+                                   kernels::gemm_workspace_bytes(tdy, tx, tdw, wgrad)});
+    Buffer workspace(device, std::max<size_t>(bytes, 1));
+    for (kernels::GemmOptions* o : {&fwd, &dgrad, &wgrad})
+      o->workspace = workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+    out.bf16[0] = median_seconds([&] { kernels::gemm(tx, tw, ty, fwd); }, reps);
+    out.bf16[1] = median_seconds([&] { kernels::gemm(tdy, tw, tdx, dgrad); }, reps);
+    out.bf16[2] = median_seconds([&] { kernels::gemm(tdy, tx, tdw, wgrad); }, reps);
+  }
+  for (const fp8::Recipe& recipe : recipes) {
+    using fp8::Role;
+    fp8::QuantizedTensor qx(device, t, l.in, recipe, Role::activation, true, Tensor(), Tensor(),
+                            nn::Linear::transposed_copy(device, recipe, Role::activation));
+    fp8::QuantizedTensor qw(device, l.out, l.in, recipe, Role::weight, true, Tensor(), Tensor(),
+                            nn::Linear::transposed_copy(device, recipe, Role::weight));
+    fp8::QuantizedTensor qdy(device, t, l.out, recipe, Role::gradient, true, Tensor(), Tensor(),
+                             nn::Linear::transposed_copy(device, recipe, Role::gradient));
+    fp8::quantize(tx, qx, recipe);
+    fp8::quantize(tw, qw, recipe);
+    fp8::quantize(tdy, qdy, recipe);
+    fp8::Fp8GemmOptions fwd, dgrad, wgrad;
+    fwd.fast_accum = true;
+    wgrad.beta = 1.0f;
+    const size_t bytes = std::max(
+        {fp8::gemm_workspace_bytes(fp8::as_stored(qx), fp8::as_stored(qw), ty, fwd),
+         fp8::gemm_workspace_bytes(fp8::as_stored(qdy), fp8::as_transposed(qw), tdx, dgrad),
+         fp8::gemm_workspace_bytes(fp8::as_transposed(qdy), fp8::as_transposed(qx), tdw, wgrad)});
+    Buffer workspace(device, std::max<size_t>(bytes, 1));
+    for (fp8::Fp8GemmOptions* o : {&fwd, &dgrad, &wgrad})
+      o->workspace = workspace.view(DType::u8, {static_cast<int64_t>(bytes)});
+    std::array<double, 3> s{};
+    s[0] =
+        median_seconds([&] { fp8::gemm(fp8::as_stored(qx), fp8::as_stored(qw), ty, fwd); }, reps);
+    s[1] = median_seconds(
+        [&] { fp8::gemm(fp8::as_stored(qdy), fp8::as_transposed(qw), tdx, dgrad); }, reps);
+    s[2] = median_seconds(
+        [&] { fp8::gemm(fp8::as_transposed(qdy), fp8::as_transposed(qx), tdw, wgrad); }, reps);
+    out.fp8.push_back(s);
+  }
+  return out;
+}
+
+int run_layer(const BenchGemmOptions& args) {
+  const Device device = device_from_name(args.device);
+  const model::LlamaConfig c = model::load_llama_config(args.layer);
+  const int64_t t = args.tokens;
+  OCTET_CHECK(t >= 16 && t % 16 == 0, "bench gemm",
+              "--tokens must be a positive multiple of 16 (wgrad's K under FP8), got ", t);
+  const int reps = args.reps > 0 ? args.reps : 10;
+  if (args.threads > 0) omp_set_num_threads(args.threads);
+  if (args.impl != "auto") kernels::set_cpu_gemm_engine(args.impl);
+  std::vector<fp8::Recipe> recipes;
+  for (const std::string& r : args.recipes) recipes.push_back(fp8::Recipe::parse(r));
+  const LayerLinear linears[] = {{"qkv", c.hidden_size, c.qkv_size()},
+                                 {"o", c.hidden_size, c.hidden_size},
+                                 {"gate_up", c.hidden_size, 2 * c.intermediate_size},
+                                 {"down", c.intermediate_size, c.hidden_size}};
+  JsonLines json(args.json, "bench gemm");
+  std::printf(
+      "octet bench gemm --layer %s: %s, %d threads, bf16 engine %s, %lld tokens, median of >= %d "
+      "calls\nthe GEMMs of one transformer layer as nn::Linear makes them: forward y = x W^T (C "
+      "bf16), dgrad dx = dy W (C bf16), wgrad dW += dy^T x (C f32); ms (fp8 / bf16)\n\n",
+      args.layer.c_str(), device_name(device).c_str(), omp_get_max_threads(),
+      kernels::cpu_gemm_engine(), static_cast<long long>(t), reps);
+  std::printf("%-8s %-6s %6s %6s %6s | %9s", "linear", "gemm", "M", "N", "K", "bf16 ms");
+  for (const std::string& r : args.recipes) std::printf(" | %-22s", r.c_str());
+  std::printf("\n%s\n", std::string(45 + 25 * args.recipes.size(), '-').c_str());
+  static const char* kGemms[] = {"fwd", "dgrad", "wgrad"};
+  std::mt19937 rng(42);
+  double bf16_total = 0.0;
+  std::vector<double> fp8_total(recipes.size(), 0.0);
+  for (const LayerLinear& l : linears) {
+    const LayerTimes lt = time_linear(device, l, t, recipes, reps, rng);
+    for (int g = 0; g < 3; ++g) {
+      // C [M, N] over K: forward T x out over in, dgrad T x in over out, wgrad out x in over T.
+      const int64_t m = g == 2 ? l.out : t, n = g == 0 ? l.out : l.in,
+                    k = g == 0 ? l.in : (g == 1 ? l.out : t);
+      std::printf("%-8s %-6s %6lld %6lld %6lld | %9.3f", l.name, kGemms[g],
+                  static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+                  lt.bf16[g] * 1e3);
+      bf16_total += lt.bf16[g];
+      for (size_t r = 0; r < recipes.size(); ++r) {
+        std::printf(" | %9.3f (%5.2fx)      ", lt.fp8[r][g] * 1e3, lt.fp8[r][g] / lt.bf16[g]);
+        fp8_total[r] += lt.fp8[r][g];
+        json.write({{"bench", "gemm_layer"},
+                    {"device", device_name(device)},
+                    {"model", args.layer},
+                    {"linear", l.name},
+                    {"gemm", kGemms[g]},
+                    {"m", m},
+                    {"n", n},
+                    {"k", k},
+                    {"threads", omp_get_max_threads()},
+                    {"engine", kernels::cpu_gemm_engine()},
+                    {"recipe", args.recipes[r]},
+                    {"bf16_seconds", lt.bf16[g]},
+                    {"fp8_seconds", lt.fp8[r][g]}});
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  std::printf("%-8s %-6s %6s %6s %6s | %9.3f", "layer", "all", "", "", "", bf16_total * 1e3);
+  for (double total : fp8_total)
+    std::printf(" | %9.3f (%5.2fx)      ", total * 1e3, total / bf16_total);
+  std::printf(
+      "\nfp8 / bf16 above 1: the FP8 GEMM (its operands' widening included, not their "
+      "quantization) is slower\n");
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_gemm(cli::Commands& commands, CLI::App& bench) {
@@ -321,11 +482,15 @@ void add_bench_gemm(cli::Commands& commands, CLI::App& bench) {
   CLI::App* g =
       commands.add(bench, "gemm", "time the GEMMs and FP8 conversions of one device", [o] {
         if (device_from_name(o->device).is_cuda()) {
+          OCTET_CHECK(o->layer.empty(), "bench gemm",
+                      "--layer applies to --device cpu; on CUDA --suite llama times LLaMA's "
+                      "linear layers");
           return bench_gemm_cuda(*o);
         }
         OCTET_CHECK(!o->max_size_given && !o->suite_given, "bench gemm",
                     "--max-size and --suite apply to --device cuda; on "
                     "the CPU choose sizes with --sizes");
+        if (!o->layer.empty()) return run_layer(*o);
         return run(*o);
       });
   g->add_option("--device", o->device, "cpu, cuda or cuda:N")
@@ -340,6 +505,12 @@ void add_bench_gemm(cli::Commands& commands, CLI::App& bench) {
       ->check(cli::at_least(0));
   g->add_option("--impl", o->impl, "cpu: the GEMM engine")
       ->check(CLI::IsMember({"auto", "onednn", "onednn-f32", "reference"}));
+  g->add_option("--layer", o->layer,
+                "cpu: time the 12 GEMMs of one transformer layer of this model (tiny, small, 1b, "
+                "7b or a config.json) in bf16 and under --recipe, instead of squares");
+  g->add_option("--tokens", o->tokens, "--layer: tokens T (batch x seq), a multiple of 16")
+      ->check(cli::at_least(16));
+  g->add_option("--recipe", o->recipes, "--layer: FP8 recipes, R[,R...]")->delimiter(',');
   CLI::Option* max_size =
       g->add_option("--max-size", o->max_size, "cuda: leave out square sizes above N")
           ->check(cli::at_least(1));
