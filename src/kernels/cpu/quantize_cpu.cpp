@@ -967,6 +967,31 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   }
 }
 
+// The column copy's tasks over x: rows [r0, r0 + h) of one band by chunk `chunk` of
+// kColumnChunk columns.
+struct ColumnTasks {
+  ColumnsTask base{};
+  int64_t block_h, chunks;  // xᵀ's blocks in x's rows; column chunks
+  ColumnTasks(const Tensor& x, const QuantizeOutputs& out, ScaleGrid grid)
+      : block_h(block_size(grid.block_cols, x.rows())),
+        chunks((x.cols() + kColumnChunk - 1) / kColumnChunk) {
+    base.x = x.data;
+    base.cols = x.cols();
+    base.data_t = out.data_t.as<uint8_t>();
+    base.scale_inv_t = out.scale_inv_t.data;
+    base.bands = (x.rows() + block_h - 1) / block_h;
+  }
+  ColumnsTask at(int64_t r0, int64_t h, int64_t chunk) const {
+    ColumnsTask t = base;
+    t.r0 = r0;
+    t.h = h;
+    t.band = r0 / block_h;
+    t.c0 = chunk * kColumnChunk;
+    t.w = std::min(kColumnChunk, base.cols - t.c0);
+    return t;
+  }
+};
+
 // The column copy (QuantizeOutputs::data_t_in_x_layout) of a 1xN grid (row, 1x128, MX; the
 // front end allows no other): xᵀ's blocks are block_h rows of one column of x, and its codes
 // stay where x's are. Per band of block_h rows, tasks of kColumnChunk columns (Columns above);
@@ -975,31 +1000,16 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
 void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOutputs& out,
                       ScaleGrid grid) {
   const int64_t rows = x.rows(), cols = x.cols();
-  const int64_t block_h = block_size(grid.block_cols, rows);  // xᵀ's blocks in x's rows
-  j.count = false;                                            // counts are for data only
-  ColumnsTask base{};
-  base.x = x.data;
-  base.cols = cols;
-  base.data_t = out.data_t.as<uint8_t>();
-  base.scale_inv_t = out.scale_inv_t.data;
-  base.bands = (rows + block_h - 1) / block_h;
-  const int64_t chunks = (cols + kColumnChunk - 1) / kColumnChunk;
-  auto task = [&](int64_t r0, int64_t h, int64_t chunk) {
-    ColumnsTask t = base;
-    t.r0 = r0;
-    t.h = h;
-    t.band = r0 / block_h;
-    t.c0 = chunk * kColumnChunk;
-    t.w = std::min(kColumnChunk, cols - t.c0);
-    return t;
-  };
+  j.count = false;  // counts are for data only
+  const ColumnTasks tasks(x, out, grid);
+  const int64_t block_h = tasks.block_h, chunks = tasks.chunks, bands = tasks.base.bands;
   const bool parallel = rows * cols > kParallelElements;
-  if (base.bands > 1 || !parallel) {
+  if (bands > 1 || !parallel) {
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
-    for (int64_t band = 0; band < base.bands; ++band) {
+    for (int64_t band = 0; band < bands; ++band) {
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t r0 = band * block_h;
-        k.columns(j, task(r0, std::min(block_h, rows - r0), c));
+        k.columns(j, tasks.at(r0, std::min(block_h, rows - r0), c));
       }
     }
     return;
@@ -1016,7 +1026,7 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
     const int64_t g1 = std::min(chunks, g0 + kGroup);
     std::fill_n(col_max, kMaxSlabColumns, 0u);
     auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split) {
-      ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
+      ColumnsTask t = tasks.at(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
       t.split = split;
       t.col_max = col_max;
       t.col_max_c0 = g0 * kColumnChunk;
@@ -1080,39 +1090,24 @@ void quantize_rows_and_columns(const Kernels& k, const Job& j, const Tensor& x,
                                const QuantizeOutputs& out, ScaleGrid grid, int64_t block_cols,
                                Stats& st) {
   const int64_t rows = x.rows(), cols = x.cols();
-  const int64_t block_h = block_size(grid.block_cols, rows);  // xᵀ's blocks in x's rows
   Job jc = j;
   jc.count = false;  // counts are for data only
-  ColumnsTask base{};
-  base.x = x.data;
-  base.cols = cols;
-  base.data_t = out.data_t.as<uint8_t>();
-  base.scale_inv_t = out.scale_inv_t.data;
-  base.bands = (rows + block_h - 1) / block_h;
-  const int64_t chunks = (cols + kColumnChunk - 1) / kColumnChunk;
-  auto task = [&](int64_t r0, int64_t h, int64_t chunk) {
-    ColumnsTask t = base;
-    t.r0 = r0;
-    t.h = h;
-    t.band = r0 / block_h;
-    t.c0 = chunk * kColumnChunk;
-    t.w = std::min(kColumnChunk, cols - t.c0);
-    return t;
-  };
+  const ColumnTasks tasks(x, out, grid);
+  const int64_t block_h = tasks.block_h, chunks = tasks.chunks, bands = tasks.base.bands;
   const bool parallel = rows * cols > kParallelElements;
   uint32_t amax_bits = 0;
   uint64_t saturated = 0, flushed = 0;
-  if (base.bands > 1 || !parallel) {
+  if (bands > 1 || !parallel) {
 #pragma omp parallel for schedule(static) reduction(max : amax_bits) \
     reduction(+ : saturated, flushed) if (parallel)
-    for (int64_t band = 0; band < base.bands; ++band) {
+    for (int64_t band = 0; band < bands; ++band) {
       const int64_t r0 = band * block_h, h = std::min(block_h, rows - r0);
       Stats s;
       quantize_row_range(k, j, x, out, r0, h, block_cols, s);
       amax_bits = std::max(amax_bits, s.amax_bits);
       saturated += s.saturated;
       flushed += s.flushed;
-      for (int64_t c = 0; c < chunks; ++c) k.columns(jc, task(r0, h, c));
+      for (int64_t c = 0; c < chunks; ++c) k.columns(jc, tasks.at(r0, h, c));
     }
     st = {amax_bits, saturated, flushed};
     return;
@@ -1124,7 +1119,7 @@ void quantize_rows_and_columns(const Kernels& k, const Job& j, const Tensor& x,
   alignas(64) uint32_t col_max[kMaxSlabColumns];
   std::fill_n(col_max, cols, 0u);
   auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split) {
-    ColumnsTask t = task(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
+    ColumnsTask t = tasks.at(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
     t.split = split;
     t.col_max = col_max;
     t.writes_scales = slab == 0;
