@@ -110,9 +110,10 @@ class Linear {
   // (gradient) in place when asked to (LinearConfig::fp8_x_in_place, fp8_dy_in_place).
   static bool quantizes_in_place(Device device, const fp8::Recipe& recipe, fp8::Role role);
   // The transposed copy a layer on `device` under `recipe` makes of its x (activation), dy
-  // (gradient) or W (weight) when it does not quantize them in place: in x's layout where the
-  // FP8 GEMM reads those K-first (QuantizedTensor::copies_by_columns), else widened on the CPU
-  // under per-tensor scales, else codes. `octet bench gemm --layer` quantizes as a layer does.
+  // (gradient) or W (weight) when it does not quantize them in place: x's and dy's in x's layout
+  // where the FP8 GEMM reads them K-first (QuantizedTensor::copies_by_columns); otherwise, and
+  // always for W (whose copy is dgrad's B, read K-major), widened on the CPU under per-tensor
+  // scales, else codes. `octet bench gemm --layer` quantizes as a layer does.
   static fp8::TransposedCopy transposed_copy(Device device, const fp8::Recipe& recipe,
                                              fp8::Role role);
   // Whether a layer on `device` under `precision` and `recipe` takes its inputs' amaxes

@@ -67,22 +67,6 @@ double median_attention_seconds(const std::function<void()>& fn, int reps) {
   return median_call_seconds(fn, reps, 100, 0.2);
 }
 
-// A device tensor of uniform values in [-1, 1) (bf16: the rounded values).
-Buffer random_buffer(Device device, DType dtype, int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  Buffer buffer = Buffer::for_tensor(device, dtype, {n});
-  if (dtype == DType::bf16) {
-    std::vector<uint16_t> host(n);
-    for (uint16_t& v : host) v = f32_to_bf16(uniform(rng));
-    copy_bytes(buffer.data(), device, host.data(), Device::cpu(), host.size() * 2);
-  } else {
-    std::vector<float> host(n);
-    for (float& v : host) v = uniform(rng);
-    copy_bytes(buffer.data(), device, host.data(), Device::cpu(), host.size() * 4);
-  }
-  return buffer;
-}
-
 struct Timing {
   double forward, backward, both;  // seconds
 };

@@ -22,7 +22,6 @@
 #include "fp8/quantized_tensor.h"
 #include "fp8/recipe.h"
 #include "fp8/scaling.h"
-#include "kernels/convert.h"
 #include "kernels/gemm.h"
 #include "model/config.h"
 #include "nn/linear.h"
@@ -326,16 +325,6 @@ struct LayerLinear {
   int64_t in, out;
 };
 
-// Values in [-1, 1) rounded to `dtype`.
-Buffer random_buffer(Device device, DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(rows * cols));
-  for (float& x : v) x = uniform(rng);
-  Buffer b = Buffer::for_tensor(device, dtype, {rows, cols});
-  kernels::convert(Tensor(v.data(), DType::f32, {rows, cols}), b.tensor(dtype, {rows, cols}));
-  return b;
-}
-
 // The three GEMMs of one linear layer as nn::Linear makes them (linear.cpp): forward y = x Wᵀ,
 // dgrad dx = dy W, wgrad dW += dyᵀ x (f32, accumulated). bf16 through the CPU's engine, FP8
 // through fp8::gemm on x, W and dy quantized beforehand with the transposed copies a layer makes
@@ -347,12 +336,12 @@ struct LayerTimes {
 
 LayerTimes time_linear(Device device, const LayerLinear& l, int64_t t,
                        const std::vector<fp8::Recipe>& recipes, int reps, std::mt19937& rng) {
-  Buffer x = random_buffer(device, DType::bf16, t, l.in, rng);
-  Buffer w = random_buffer(device, DType::bf16, l.out, l.in, rng);
-  Buffer dy = random_buffer(device, DType::bf16, t, l.out, rng);
+  Buffer x = random_buffer(device, DType::bf16, t * l.in, rng);
+  Buffer w = random_buffer(device, DType::bf16, l.out * l.in, rng);
+  Buffer dy = random_buffer(device, DType::bf16, t * l.out, rng);
   Buffer y = Buffer::for_tensor(device, DType::bf16, {t, l.out});
   Buffer dx = Buffer::for_tensor(device, DType::bf16, {t, l.in});
-  Buffer dw = random_buffer(device, DType::f32, l.out, l.in, rng);
+  Buffer dw = random_buffer(device, DType::f32, l.out * l.in, rng);
   const Tensor tx = x.tensor(DType::bf16, {t, l.in}), tw = w.tensor(DType::bf16, {l.out, l.in}),
                tdy = dy.tensor(DType::bf16, {t, l.out}), ty = y.tensor(DType::bf16, {t, l.out}),
                tdx = dx.tensor(DType::bf16, {t, l.in}), tdw = dw.tensor(DType::f32, {l.out, l.in});

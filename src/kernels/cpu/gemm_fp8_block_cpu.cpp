@@ -410,7 +410,8 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   const uint16_t *a_table = fp8_bf16_table(g.a_dtype), *b_table = fp8_bf16_table(g.b_dtype);
   // Where K needs no padding (every FP8 GEMM's K is a multiple of 16, AMX's steps 32) the rows
   // of an operand are one run of codes, widened in chunks rather than a call per row (rows of
-  // 256 codes are eight vectors); then the padding rows. Otherwise row by row.
+  // 256 codes are eight vectors); then the padding rows. Otherwise (and for A where AMX pads its
+  // rows: BlockLayout::lda) row by row.
   // A stored [k, m] is transposed by 64 x 64 tiles of codes as it is widened (below).
   const bool a_run = l.kp == g.k && l.lda == l.kp && !g.a_km, b_run = l.kp == g.k && !g.b_kn;
   constexpr int64_t kChunk = 8192;

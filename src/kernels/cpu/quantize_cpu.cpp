@@ -996,7 +996,8 @@ struct ColumnTasks {
 // front end allows no other): xᵀ's blocks are block_h rows of one column of x, and its codes
 // stay where x's are. Per band of block_h rows, tasks of kColumnChunk columns (Columns above);
 // one band (row) is split into slabs of rows that share its column maxima, which do not depend
-// on the order: nor do the outputs on the thread count.
+// on the order: nor do the outputs on the thread count. quantize() takes it where
+// quantize_rows_and_columns does not: rows wider than kMaxSlabColumns.
 void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOutputs& out,
                       ScaleGrid grid) {
   const int64_t rows = x.rows(), cols = x.cols();
