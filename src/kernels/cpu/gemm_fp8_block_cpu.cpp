@@ -338,16 +338,20 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
 // past them from L2, where B fits), else the tiles (a panel stays in L2 while the tiles stream
 // past it). Where B is the larger (the weight gradient of the 256-wide FFN's down projection:
 // B 2048 x 688, A 2048 x 256) the panels first read B's 2.9 MB from L3 for every tile.
+// The runs are handed out as the threads come for them (at least 16 runs, whole outer rows where
+// there are 16 of them): with equal halves, one thread waited for the other's last tasks 5-7% of
+// the row and block steps (perf, twenty-first session), whichever vCPU the host slowed down.
 OCTET_AMX void amx_tiles(const Fp8BlockGemm& g, const BlockLayout& l, const uint16_t* a16,
                          const uint32_t* panels, const float* col_scales, const float* row_scales) {
   const int64_t tiles = l.mp / kAmxRows, panel_count = l.np / kNr;
   const bool tiles_inner = l.b_bytes > l.a_bytes;
   const int64_t outer = tiles_inner ? panel_count : tiles,
                 inner = tiles_inner ? tiles : panel_count;
+  const int64_t run = std::clamp<int64_t>(outer * inner / 16, 1, inner);
 #pragma omp parallel if (g.m * g.n * g.k > (int64_t{1} << 18))
   {
     amx_configure();
-#pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(dynamic, run)
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
         amx_tile_and_store(g, l, a16, panels, col_scales, row_scales, tiles_inner ? i : o,
