@@ -1,7 +1,8 @@
 // tests/kernels/test_gemm_fp8_block_cpu.cpp: the AVX512_BF16 and AMX kernels for FP8 GEMMs
 // with f32 scales per K slice (kernels/cpu/gemm_fp8_block_cpu.cpp) against float64, on ragged
 // shapes, both formats, both C dtypes and beta; and each one's result the same bits on 1 and 2
-// threads. The fused path's way through them is in tests/fp8/test_scaled_gemm.cpp.
+// threads. The fused path's way through them is in tests/fp8/test_scaled_gemm.cpp. Also the
+// bf16 weight gradients that take the AMX kernel with unit scales (bf16_amx_gemm).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -17,6 +18,7 @@
 
 #include "core/convert.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/gemm.h"
 #include "kernels/quantize_testing.h"
 #include "testing.h"
 
@@ -196,6 +198,122 @@ TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAnd
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, CpuFp8BlockGemm, ::testing::Values("avx512", "amx"),
+                         [](const auto& info) { return std::string(info.param); });
+
+
+// bf16 weight gradients, dW = alpha dyᵀ x + beta dW with dy stored [K, M] and x [K, N], through
+// kernels::gemm: on AMX (OCTET_CPU_ISA=amx, A the larger operand) the block kernel with unit
+// scales (kernels::cpu::bf16_amx_gemm), else oneDNN. Both against float64, and AMX's result the
+// same bits on 1 and 2 threads.
+//
+// Bound (u = 2^-24): a product of two bf16 (8 significant bits each) is exact in fp32, and the
+// values (normal, |x| in [2^-4, 4]) keep every product and partial sum normal, so neither
+// tdpbf16ps's nor oneDNN's flush of denormals acts. Each product then sees at most K roundings of
+// the fp32 sum (tdpbf16ps: two additions per K pair; any summation order: K - 1), then alpha *
+// acc and the fma with beta C0: gamma_{K+4} of |alpha| sum |a b| + |beta C0|, and a bf16 C rounds
+// once more, by at most 2^-8 of its magnitude.
+std::vector<float> bf16_wgrad(int64_t m, int64_t n, int64_t k, const std::vector<uint16_t>& a,
+                              const std::vector<uint16_t>& b, const std::vector<float>& c0,
+                              DType c_dtype, float alpha, float beta) {
+  std::vector<float> c32 = c0;
+  std::vector<uint16_t> c16(c0.size());
+  for (size_t i = 0; i < c16.size(); ++i) c16[i] = f32_to_bf16(c0[i]);
+  const Tensor ta(const_cast<uint16_t*>(a.data()), DType::bf16, {k, m});
+  const Tensor tb(const_cast<uint16_t*>(b.data()), DType::bf16, {k, n});
+  const Tensor tc(c_dtype == DType::bf16 ? static_cast<void*>(c16.data()) : c32.data(), c_dtype,
+                  {m, n});
+  kernels::GemmOptions o;
+  o.trans_a = true;
+  o.trans_b = false;
+  o.alpha = alpha;
+  o.beta = beta;
+  std::vector<uint8_t> workspace(kernels::gemm_workspace_bytes(ta, tb, tc, o));
+  if (!workspace.empty()) {
+    o.workspace = Tensor(workspace.data(), DType::u8, {static_cast<int64_t>(workspace.size())});
+  }
+  kernels::gemm(ta, tb, tc, o);
+  if (c_dtype == DType::bf16) {
+    for (size_t i = 0; i < c16.size(); ++i) c32[i] = bf16_to_f32(c16[i]);
+  }
+  return c32;
+}
+
+class CpuBf16WeightGradient : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CpuBf16WeightGradient,
+       MatchesFloat64WithinGammaOfKOnAmxAndOneDnnAndAmxIsTheSameOnTwoThreads) {
+  const testing::ScopedEnv isa("OCTET_CPU_ISA", GetParam());
+  if (kernels::cpu::gemm_impl() != kernels::cpu::GemmImpl::onednn)
+    GTEST_SKIP() << "the CPU GEMM engine is not oneDNN's bf16 matmul here";
+  const bool amx = std::string(GetParam()) == "amx";
+  if (amx && !kernels::cpu::fp8_block_gemm_uses_amx(32))
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux refused its tile state)";
+  testing::Rng rng(testing::fresh_seed());
+  struct Shape {
+    int64_t m, n, k;
+    DType c_dtype;
+    float alpha, beta;
+  };
+  // M, N and K not multiples of AMX's 32 (K odd: a padded pair); K of 1024, whose rows AMX
+  // stores with a cache line more; N >= M (oneDNN's on AMX too); the 256-wide layer's qkv.
+  const Shape shapes[] = {
+      {70, 33, 101, DType::f32, 1.0f, 1.0f},   {45, 20, 64, DType::bf16, -0.5f, 0.25f},
+      {300, 70, 1024, DType::f32, 1.0f, 0.0f}, {40, 40, 96, DType::f32, 1.0f, 1.0f},
+      {33, 64, 128, DType::bf16, 1.0f, 0.0f},  {512, 256, 2048, DType::f32, 1.0f, 1.0f},
+  };
+  std::uniform_real_distribution<float> magnitude(-4.0f, 2.0f), value(-4.0f, 4.0f);
+  auto random_bf16 = [&] {
+    const float x = std::exp2(magnitude(rng)) * ((rng() & 1) != 0 ? -1.0f : 1.0f);
+    return f32_to_bf16(x);
+  };
+  for (const Shape& s : shapes) {
+    const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                             std::to_string(s.k) + " C " + dtype_name(s.c_dtype);
+    EXPECT_EQ(kernels::cpu::bf16_amx_gemm_takes(s.m, s.n, s.k), amx && s.m > s.n) << what;
+    std::vector<uint16_t> a(s.k * s.m), b(s.k * s.n);
+    for (auto& x : a) x = random_bf16();
+    for (auto& x : b) x = random_bf16();
+    std::vector<float> c0(s.m * s.n);
+    for (auto& c : c0)
+      c = s.c_dtype == DType::bf16 ? bf16_to_f32(f32_to_bf16(value(rng))) : value(rng);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const std::vector<float> one = bf16_wgrad(s.m, s.n, s.k, a, b, c0, s.c_dtype, s.alpha, s.beta);
+    omp_set_num_threads(2);
+    const std::vector<float> two = bf16_wgrad(s.m, s.n, s.k, a, b, c0, s.c_dtype, s.alpha, s.beta);
+    omp_set_num_threads(saved);
+    if (kernels::cpu::bf16_amx_gemm_takes(s.m, s.n, s.k)) {
+      ASSERT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
+          << what << ": 1 and 2 threads differ";
+    }
+    const double u = 0x1p-24, n_u = static_cast<double>(s.k + 4) * u;
+    const double gamma = n_u / (1.0 - n_u);
+    double worst = 0.0;
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.n; ++j) {
+        double sum = 0.0, sum_abs = 0.0;
+        for (int64_t k = 0; k < s.k; ++k) {
+          const double p = double{bf16_to_f32(a[k * s.m + i])} * bf16_to_f32(b[k * s.n + j]);
+          sum += p;
+          sum_abs += std::abs(p);
+        }
+        const double c0_term = s.beta == 0.0f ? 0.0 : double{s.beta} * c0[i * s.n + j];
+        const double exact = double{s.alpha} * sum + c0_term;
+        double bound = gamma * (std::abs(double{s.alpha}) * sum_abs + std::abs(c0_term));
+        if (s.c_dtype == DType::bf16) bound += 0x1p-8 * (std::abs(exact) + bound);
+        for (const std::vector<float>* got : {&one, &two}) {
+          const double err = std::abs((*got)[i * s.n + j] - exact);
+          ASSERT_LE(err, bound) << what << " at (" << i << ", " << j << "): got "
+                                << (*got)[i * s.n + j] << ", exact " << exact;
+          if (bound > 0.0) worst = std::max(worst, err / bound);
+        }
+      }
+    }
+    std::printf("%s (%s): worst error %.3g of the bound\n", what.c_str(), GetParam(), worst);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CpuBf16WeightGradient, ::testing::Values("avx512", "amx"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -151,6 +151,26 @@ size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t s
 // Needs fp8_block_gemm_available(); never allocates (workspace: the size above).
 void fp8_block_gemm(const Fp8BlockGemm& gemm, void* workspace);
 
+// bf16 GEMMs shaped as the weight gradient, dW = dyᵀ x: C [m, n] = alpha Aᵀ B + beta C with A
+// bf16 stored [k, m] and B bf16 stored [k, n], on the AMX kernel of gemm_fp8_block_cpu.cpp with
+// unit scales (A transposed by 32 x 32 words as it is copied, B packed by pairs of rows):
+// products of bf16 exact in fp32 and summed there, as oneDNN's are, in another order.
+struct Bf16AmxGemm {
+  const uint16_t* a;  // [k, m]
+  const uint16_t* b;  // [k, n]
+  int64_t m, n, k;
+  void* c;  // [m, n], f32 or bf16
+  DType c_dtype;
+  float alpha, beta;  // beta == 0: C only written
+};
+// Whether a call of this shape takes it on this CPU: AMX usable (fp8_block_gemm_uses_amx) and
+// A the larger operand (m > n), where it beats oneDNN 2.6's brgemm (docs/perf/cpu-step.md,
+// twenty-first session); and the size its workspace needs where the CPU has AMX (0 elsewhere).
+bool bf16_amx_gemm_takes(int64_t m, int64_t n, int64_t k);
+size_t bf16_amx_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
+// Needs bf16_amx_gemm_takes; never allocates.
+void bf16_amx_gemm(const Bf16AmxGemm& gemm, void* workspace);
+
 // oneDNN (gemm_onednn.cpp, or gemm_noonednn.cpp where the build has none).
 bool onednn_available();
 // Whether oneDNN runs bf16 matmuls on this CPU: oneDNN 2.x does only with AVX-512 (a Zen 3

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "core/convert.h"
+#include "core/error.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/bf16_round_avx512.h"
 #include "kernels/cpu/byte_transpose_avx512.h"
@@ -182,13 +183,6 @@ OCTET_AVX512_BF16 void pack_panel(const uint32_t* rows, int64_t pairs, uint32_t*
     for (int64_t c = 0; c < kNr; ++c) out[p * kNr + c] = rows[c * pairs + p];
 }
 
-// Row r of B stored [k, n] as FP8 codes (row stride n), the panel's columns (`mask` of 32 from
-// `col`), widened to bf16; zero past row k and column n.
-OCTET_AVX512_BF16 inline __m512i widened_row(const uint8_t* col, int64_t r, int64_t k, int64_t n,
-                                             __mmask32 mask, const __m512i* table) {
-  return r < k ? avx512::widen32(col + r * n, mask, table) : _mm512_setzero_si512();
-}
-
 // A stored [k, m] as FP8 codes: its 64 x 64 tile (mt, kt) transposed in L1 (codes [k0, k0 + h) x
 // [m0, m0 + w) as stored), tile row c widened into row m0 + c of op(A) in a16 where it lies.
 OCTET_AVX512_BF16 void widen_a_tile(const uint8_t* a, int64_t m, int64_t k, const uint16_t* table,
@@ -208,12 +202,13 @@ OCTET_AVX512_BF16 void widen_a_tile(const uint8_t* a, int64_t m, int64_t k, cons
   }
 }
 
-// One panel of B stored [k, n] as FP8 codes, columns [j0, j0 + 32): out[p * 32 + c] =
-// B[2p][j0 + c] | B[2p + 1][j0 + c] << 16 as bf16, zero past row k and column n. Pairs of rows
-// widened in registers and interleaved: no transpose (pack_panel's rows are B's columns), and
-// no bf16 copy of B written and read back (the weight gradients' B is x's column copy, 2048 x
-// 688 at 256-wide: widening it first cost a pass as long as the packing).
-OCTET_AVX512_BF16 void pack_panel_kn(const uint8_t* b, const uint16_t* table, int64_t k, int64_t n,
+// One panel of B stored [k, n], columns [j0, j0 + 32): out[p * 32 + c] = B[2p][j0 + c] |
+// B[2p + 1][j0 + c] << 16 as bf16, zero past row k and column n. B is FP8 codes widened by
+// `table`, or bf16 itself where `table` is null (bf16_amx_gemm). Pairs of rows widened in
+// registers and interleaved: no transpose (pack_panel's rows are B's columns), and no bf16 copy
+// of B written and read back (the weight gradients' B is x's column copy, 2048 x 688 at 256-wide:
+// widening it first cost a pass as long as the packing).
+OCTET_AVX512_BF16 void pack_panel_kn(const void* b, const uint16_t* table, int64_t k, int64_t n,
                                      int64_t j0, int64_t pairs, uint32_t* out) {
   // Word 2i of the first half from row 2p's column i, word 2i + 1 from row 2p + 1's (index 32 +
   // i of the two-register table); the second half columns 16 + i.
@@ -225,15 +220,21 @@ OCTET_AVX512_BF16 void pack_panel_kn(const uint8_t* b, const uint16_t* table, in
                                                    27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_load_si512(kHi);
   __m512i t[4];
-  avx512::load_widen_table(table, t);
+  if (table != nullptr) avx512::load_widen_table(table, t);
   const int64_t cols = std::min<int64_t>(kNr, n - j0);
   const __mmask32 mask = cols >= 32 ? ~__mmask32{0} : (__mmask32{1} << cols) - 1;
-  const uint8_t* col = b + j0;
+  const auto* codes = static_cast<const uint8_t*>(b) + j0;
+  const auto* words = static_cast<const uint16_t*>(b) + j0;
   for (int64_t p = 0; p < pairs; ++p) {
-    const __m512i r0 = widened_row(col, 2 * p, k, n, mask, t);
-    const __m512i r1 = widened_row(col, 2 * p + 1, k, n, mask, t);
-    _mm512_storeu_si512(out + p * kNr, _mm512_permutex2var_epi16(r0, lo, r1));
-    _mm512_storeu_si512(out + p * kNr + 16, _mm512_permutex2var_epi16(r0, hi, r1));
+    __m512i r[2];
+    for (int64_t h = 0; h < 2; ++h) {
+      const int64_t x = 2 * p + h;
+      r[h] = x >= k             ? _mm512_setzero_si512()
+             : table != nullptr ? avx512::widen32(codes + x * n, mask, t)
+                                : _mm512_maskz_loadu_epi16(mask, words + x * n);
+    }
+    _mm512_storeu_si512(out + p * kNr, _mm512_permutex2var_epi16(r[0], lo, r[1]));
+    _mm512_storeu_si512(out + p * kNr + 16, _mm512_permutex2var_epi16(r[0], hi, r[1]));
   }
 }
 
@@ -341,6 +342,8 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
 // The runs are handed out as the threads come for them (at least 16 runs, whole outer rows where
 // there are 16 of them): with equal halves, one thread waited for the other's last tasks 5-7% of
 // the row and block steps (perf, twenty-first session), whichever vCPU the host slowed down.
+// Keeping each thread's first tasks on the rows and panels it widened in the prologue (its static
+// share first, then stealing) measured no better.
 OCTET_AMX void amx_tiles(const Fp8BlockGemm& g, const BlockLayout& l, const uint16_t* a16,
                          const uint32_t* panels, const float* col_scales, const float* row_scales) {
   const int64_t tiles = l.mp / kAmxRows, panel_count = l.np / kNr;
@@ -489,6 +492,57 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #else
   (void)g;
   (void)workspace;
+#endif
+}
+
+bool bf16_amx_gemm_takes(int64_t m, int64_t n, int64_t k) {
+  return m > n && k > 0 && fp8_block_gemm_uses_amx(kAmxK);
+}
+
+size_t bf16_amx_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
+  if (!hardware_has_amx_bf16() || m <= n) return 0;
+  return block_layout(m, n, k, round_up(std::max<int64_t>(k, 1), kAmxK), true).total();
+}
+
+void bf16_amx_gemm(const Bf16AmxGemm& g, void* workspace) {
+#ifdef OCTET_HAVE_AMX
+  // The block kernel's layout with one K slice (K rounded up to AMX's steps) and unit scales:
+  // part * (1 * 1) is part, so C = alpha acc + beta C as store_tile writes it.
+  const int64_t slice = round_up(std::max<int64_t>(g.k, 1), kAmxK);
+  const BlockLayout l = block_layout(g.m, g.n, g.k, slice, true);
+  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
+  auto* a16 = reinterpret_cast<uint16_t*>(base);
+  auto* panels = reinterpret_cast<uint32_t*>(base + l.a_bytes + l.b_bytes);
+  auto* col_scales = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.panel_bytes);
+  auto* row_scales = col_scales + l.scale_bytes / 4;
+  const int64_t m_blocks = (g.m + 31) / 32, k_blocks = l.kp / 32, panel_count = l.np / kNr;
+  const int64_t pairs = l.kp / 2;
+#pragma omp parallel if (g.m * g.k + g.n * g.k > (int64_t{1} << 16))
+  {
+    // A's 32 x 32 blocks transposed into its rows (zeros past K); B's panels.
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int64_t mb = 0; mb < m_blocks; ++mb) {
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        avx512::transpose32_words(
+            g.a + kb * 32 * g.m + mb * 32, g.m, std::min<int64_t>(32, g.k - kb * 32),
+            std::min<int64_t>(32, g.m - mb * 32), a16 + mb * 32 * l.lda + kb * 32, l.lda);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t panel = 0; panel < panel_count; ++panel) {
+      pack_panel_kn(g.b, nullptr, g.k, g.n, panel * kNr, pairs, panels + panel * pairs * kNr);
+      std::fill_n(col_scales + panel * kNr, kNr, 1.0f);
+    }
+  }
+  std::fill(a16 + g.m * l.lda, a16 + l.mp * l.lda, uint16_t{0});  // padding rows
+  std::fill_n(row_scales, l.mp, 1.0f);
+  const Fp8BlockGemm unit{nullptr, DType::bf16, nullptr, DType::bf16, g.m,       g.n,     g.k,
+                          slice,   nullptr,     nullptr, g.c,         g.c_dtype, g.alpha, g.beta};
+  amx_tiles(unit, l, a16, panels, col_scales, row_scales);
+#else
+  (void)g;
+  (void)workspace;
+  OCTET_FAIL("gemm", "this build has no AMX kernel (bf16_amx_gemm_takes is false)");
 #endif
 }
 
