@@ -1,5 +1,6 @@
 // tests/fp8/test_scaled_gemm.cpp: FP8 GEMMs under every scale grid vs float64, and on outliers.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -392,6 +393,40 @@ TEST_P(ScaledGemmOnDevice, EveryScaleGridMatchesFloat64WithinGammaOfTheSlices) {
                             g.describe());
       }
     }
+  }
+}
+
+// MX GEMMs shaped as the weight gradients whose A is the larger operand (M > N, K a multiple of
+// 32) take the AMX kernel where the CPU has it (their folded rows widened straight into its
+// layout: mx_on_amx in kernels/cpu/gemm_fp8_fused_cpu.cpp; kShapes has none of that shape),
+// elsewhere the oneDNN way of the other MX GEMMs: on every engine and path within the same bound
+// as above, and on AMX the same bits on 1 and 2 threads. K of 512 and 2048: AMX stores A's rows
+// a cache line apart.
+TEST(ScaledGemmCpu, MxWeightGradientsShapedForAmxMatchFloat64AndAreTheSameOnTwoThreads) {
+  testing::Rng rng(testing::fresh_seed());
+  const Dims shapes[] = {{200, 70, 512}, {96, 33, 64}, {45, 20, 2048}};
+  int variant = 0;
+  for (const Dims& s : shapes) {
+    EXPECT_EQ(kernels::cpu::bf16_amx_gemm_takes(s.m, s.n, s.k),
+              kernels::cpu::fp8_block_gemm_uses_amx(32))
+        << s.m << "x" << s.n << "x" << s.k;
+    const DType c = variant % 2 == 0 ? DType::f32 : DType::bf16;
+    const float* ab = kAlphaBeta[variant % 3 == 0 ? 2 : 1];  // beta 1: the wgrad's accumulation
+    ++variant;
+    ScaledGemm g{random_operand(DType::e5m2, s.m, s.k, kMx, rng),
+                 random_operand(DType::e4m3, s.n, s.k, kMx, rng), random_c(c, s.m, s.n, rng), ab[0],
+                 ab[1]};
+    for_each_engine(Device::cpu(), [&](const std::string& engine, bool whole_k) {
+      expect_within_bound(run_kernel_gemm(Device::cpu(), g), reference(g, kU, whole_k),
+                          g.describe() + " engine=" + engine);
+    });
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const std::vector<double> one = run_kernel_gemm(Device::cpu(), g);
+    omp_set_num_threads(2);
+    const std::vector<double> two = run_kernel_gemm(Device::cpu(), g);
+    omp_set_num_threads(saved);
+    EXPECT_EQ(one, two) << g.describe() << ": 1 and 2 threads differ";
   }
 }
 

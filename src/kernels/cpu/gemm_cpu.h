@@ -155,9 +155,11 @@ void fp8_block_gemm(const Fp8BlockGemm& gemm, void* workspace);
 // bf16 stored [k, m] and B bf16 stored [k, n], on the AMX kernel of gemm_fp8_block_cpu.cpp with
 // unit scales (A transposed by 32 x 32 words as it is copied, B packed by pairs of rows):
 // products of bf16 exact in fp32 and summed there, as oneDNN's are, in another order.
+// The same kernel takes the FP8 GEMMs' folded operands (MX), bf16 A [m, k] and B [n, k] that the
+// caller widens into the workspace where bf16_amx_operands says, a and b then null.
 struct Bf16AmxGemm {
-  const uint16_t* a;  // [k, m]
-  const uint16_t* b;  // [k, n]
+  const uint16_t* a;  // [k, m], or null: A [m, k] in the workspace
+  const uint16_t* b;  // [k, n], or null: B [n, k] in the workspace
   int64_t m, n, k;
   void* c;  // [m, n], f32 or bf16
   DType c_dtype;
@@ -168,6 +170,14 @@ struct Bf16AmxGemm {
 // twenty-first session); and the size its workspace needs where the CPU has AMX (0 elsewhere).
 bool bf16_amx_gemm_takes(int64_t m, int64_t n, int64_t k);
 size_t bf16_amx_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
+// Where A's rows (row stride lda) and B's (ldb) go in the workspace for a call with a and b null.
+struct Bf16AmxOperands {
+  uint16_t* a;
+  int64_t lda;
+  uint16_t* b;
+  int64_t ldb;
+};
+Bf16AmxOperands bf16_amx_operands(int64_t m, int64_t n, int64_t k, void* workspace);
 // Needs bf16_amx_gemm_takes; never allocates.
 void bf16_amx_gemm(const Bf16AmxGemm& gemm, void* workspace);
 

@@ -504,41 +504,89 @@ size_t bf16_amx_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
   return block_layout(m, n, k, round_up(std::max<int64_t>(k, 1), kAmxK), true).total();
 }
 
+#ifdef OCTET_HAVE_AMX
+namespace {
+// The block kernel's layout with one K slice (K rounded up to AMX's steps): with unit scales
+// part * (1 * 1) is part, so C = alpha acc + beta C as store_tile writes it.
+struct UnitLayout {
+  int64_t slice;
+  BlockLayout l;
+  uint16_t *a16, *b16;
+  uint32_t* panels;
+  float *col_scales, *row_scales;
+};
+UnitLayout unit_layout(int64_t m, int64_t n, int64_t k, void* workspace) {
+  UnitLayout u{};
+  u.slice = round_up(std::max<int64_t>(k, 1), kAmxK);
+  u.l = block_layout(m, n, k, u.slice, true);
+  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
+  u.a16 = reinterpret_cast<uint16_t*>(base);
+  u.b16 = reinterpret_cast<uint16_t*>(base + u.l.a_bytes);
+  u.panels = reinterpret_cast<uint32_t*>(base + u.l.a_bytes + u.l.b_bytes);
+  u.col_scales = reinterpret_cast<float*>(base + u.l.a_bytes + u.l.b_bytes + u.l.panel_bytes);
+  u.row_scales = u.col_scales + u.l.scale_bytes / 4;
+  return u;
+}
+}  // namespace
+#endif
+
+Bf16AmxOperands bf16_amx_operands(int64_t m, int64_t n, int64_t k, void* workspace) {
+#ifdef OCTET_HAVE_AMX
+  const UnitLayout u = unit_layout(m, n, k, workspace);
+  return {u.a16, u.l.lda, u.b16, u.l.kp};
+#else
+  (void)m, (void)n, (void)k, (void)workspace;
+  return {};
+#endif
+}
+
 void bf16_amx_gemm(const Bf16AmxGemm& g, void* workspace) {
 #ifdef OCTET_HAVE_AMX
-  // The block kernel's layout with one K slice (K rounded up to AMX's steps) and unit scales:
-  // part * (1 * 1) is part, so C = alpha acc + beta C as store_tile writes it.
-  const int64_t slice = round_up(std::max<int64_t>(g.k, 1), kAmxK);
-  const BlockLayout l = block_layout(g.m, g.n, g.k, slice, true);
-  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
-  auto* a16 = reinterpret_cast<uint16_t*>(base);
-  auto* panels = reinterpret_cast<uint32_t*>(base + l.a_bytes + l.b_bytes);
-  auto* col_scales = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.panel_bytes);
-  auto* row_scales = col_scales + l.scale_bytes / 4;
-  const int64_t m_blocks = (g.m + 31) / 32, k_blocks = l.kp / 32, panel_count = l.np / kNr;
-  const int64_t pairs = l.kp / 2;
+  const UnitLayout u = unit_layout(g.m, g.n, g.k, workspace);
+  const BlockLayout& l = u.l;
+  const int64_t m_blocks = g.a != nullptr ? (g.m + 31) / 32 : 0, k_blocks = l.kp / 32;
+  const int64_t panel_count = l.np / kNr, pairs = l.kp / 2;
+  // Operands the caller widened into the workspace: zeros past K in their rows, and B's padding
+  // rows (pack_panel reads whole panels).
+  const int64_t a_pad = g.a == nullptr && l.kp != g.k ? g.m : 0;
+  const int64_t b_pad = g.b == nullptr ? l.np : 0;
 #pragma omp parallel if (g.m * g.k + g.n * g.k > (int64_t{1} << 16))
   {
-    // A's 32 x 32 blocks transposed into its rows (zeros past K); B's panels.
+    // A stored [k, m]: its 32 x 32 blocks transposed into a16's rows (zeros past K).
 #pragma omp for collapse(2) schedule(static) nowait
     for (int64_t mb = 0; mb < m_blocks; ++mb) {
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
         avx512::transpose32_words(
             g.a + kb * 32 * g.m + mb * 32, g.m, std::min<int64_t>(32, g.k - kb * 32),
-            std::min<int64_t>(32, g.m - mb * 32), a16 + mb * 32 * l.lda + kb * 32, l.lda);
+            std::min<int64_t>(32, g.m - mb * 32), u.a16 + mb * 32 * l.lda + kb * 32, l.lda);
       }
     }
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < a_pad; ++r) {
+      std::fill(u.a16 + r * l.lda + g.k, u.a16 + r * l.lda + l.kp, uint16_t{0});
+    }
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < b_pad; ++r) {
+      uint16_t* row = u.b16 + r * l.kp;
+      std::fill(row + (r < g.n ? g.k : 0), row + l.kp, uint16_t{0});
+    }
+    // B's panels: from B stored [k, n] by pairs of rows, or from the rows widened into b16.
 #pragma omp for schedule(static)
     for (int64_t panel = 0; panel < panel_count; ++panel) {
-      pack_panel_kn(g.b, nullptr, g.k, g.n, panel * kNr, pairs, panels + panel * pairs * kNr);
-      std::fill_n(col_scales + panel * kNr, kNr, 1.0f);
+      uint32_t* out = u.panels + panel * pairs * kNr;
+      if (g.b != nullptr) {
+        pack_panel_kn(g.b, nullptr, g.k, g.n, panel * kNr, pairs, out);
+      } else {
+        pack_panel(reinterpret_cast<const uint32_t*>(u.b16 + panel * kNr * l.kp), pairs, out);
+      }
+      std::fill_n(u.col_scales + panel * kNr, kNr, 1.0f);
     }
   }
-  std::fill(a16 + g.m * l.lda, a16 + l.mp * l.lda, uint16_t{0});  // padding rows
-  std::fill_n(row_scales, l.mp, 1.0f);
+  std::fill(u.a16 + g.m * l.lda, u.a16 + l.mp * l.lda, uint16_t{0});  // padding rows
+  std::fill_n(u.row_scales, l.mp, 1.0f);
   const Fp8BlockGemm unit{nullptr, DType::bf16, nullptr, DType::bf16, g.m,       g.n,     g.k,
-                          slice,   nullptr,     nullptr, g.c,         g.c_dtype, g.alpha, g.beta};
-  amx_tiles(unit, l, a16, panels, col_scales, row_scales);
+                          u.slice, nullptr,     nullptr, g.c,         g.c_dtype, g.alpha, g.beta};
+  amx_tiles(unit, l, u.a16, u.panels, u.col_scales, u.row_scales);
 #else
   (void)g;
   (void)workspace;

@@ -740,6 +740,36 @@ void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
       rest);
 }
 
+// MX operands (every scale an E8M0 per 32 of K) of a GEMM shaped as bf16_amx_gemm_takes has it
+// (A the larger operand: the weight gradients of qkv and gate/up): their rows are folded straight
+// into that kernel's layout, A's at its padded stride, and the bf16 GEMM runs as bf16's own
+// weight gradients do, on the AMX kernel rather than oneDNN's brgemm.
+bool mx_on_amx(const OperandScales& sa, const OperandScales& sb, GemmDims d, const Loops& l) {
+  const auto mx = [](const OperandScales& s) {
+    return s.e8m0 && s.data != nullptr && s.block_rows == 1 && s.block_cols == 32;
+  };
+  return mx(sa) && mx(sb) && d.k % 32 == 0 && l.widen_bf16_e8m0 != nullptr &&
+         gemm_impl() == GemmImpl::onednn && bf16_amx_gemm_takes(d.m, d.n, d.k);
+}
+
+void run_mx_on_amx(const uint8_t* a8, DType a_dtype, const OperandScales& sa, const uint8_t* b8,
+                   DType b_dtype, const OperandScales& sb, GemmDims d, const Loops& l,
+                   const Tensor& c, float alpha, float beta, void* workspace) {
+  const Bf16AmxOperands ops = bf16_amx_operands(d.m, d.n, d.k, workspace);
+  const auto* ea = static_cast<const uint8_t*>(sa.data);
+  const auto* eb = static_cast<const uint8_t*>(sb.data);
+#pragma omp parallel for schedule(static) if ((d.m + d.n) * d.k > kParallelElements)
+  for (int64_t r = 0; r < d.m + d.n; ++r) {
+    const bool is_a = r < d.m;
+    const int64_t row = is_a ? r : r - d.m;
+    l.widen_bf16_e8m0((is_a ? a8 : b8) + row * d.k,
+                      is_a ? ops.a + row * ops.lda : ops.b + row * ops.ldb, d.k,
+                      is_a ? ea + row * sa.grid_cols : eb + row * sb.grid_cols,
+                      (is_a ? a_dtype : b_dtype) == DType::e4m3);
+  }
+  bf16_amx_gemm({nullptr, nullptr, d.m, d.n, d.k, c.data, c.dtype, alpha, beta}, workspace);
+}
+
 }  // namespace
 
 Fp8ToBf16 fp8_to_bf16(DType dtype) {
@@ -760,7 +790,10 @@ size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_
   const int64_t slice = block_slice(d, o), rows = hardware_has_amx_bf16() ? row_slice(d, o) : 0;
   const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
   const size_t row = rows == 0 ? 0 : block_workspace_bytes(d, rows);
-  return std::max({fused_layout(d, o, c_dtype).total(), block, row});
+  // MX on AMX (mx_on_amx; 0 without AMX or where A is not the larger operand).
+  const size_t mx =
+      o.a_grid.e8m0 && o.b_grid.e8m0 ? bf16_amx_gemm_workspace_bytes(d.m, d.n, d.k) : 0;
+  return std::max({fused_layout(d, o, c_dtype).total(), block, row, mx});
 }
 
 bool fp8_gemm_reads_k_first(ScaleGrid grid) {
@@ -837,6 +870,12 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   const bool kmajor = !o.trans_a && o.trans_b;
   if (kind == Fp8FusedKind::folded) {
     if (!kmajor) return false;
+    if (mx_on_amx(sa, sb, d, loops) &&
+        o.workspace.nbytes() >= bf16_amx_gemm_workspace_bytes(d.m, d.n, d.k)) {
+      run_mx_on_amx(a8, a.dtype, sa, b8, b.dtype, sb, d, loops, c, o.alpha, o.beta,
+                    o.workspace.data);
+      return true;
+    }
     // Every scale folds exactly into the bf16 (or f32) operands: C = alpha A' B'ᵀ + beta C.
     widen_both(true);
     auto* staging = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes);
