@@ -200,7 +200,6 @@ TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAnd
 INSTANTIATE_TEST_SUITE_P(Kernels, CpuFp8BlockGemm, ::testing::Values("avx512", "amx"),
                          [](const auto& info) { return std::string(info.param); });
 
-
 // bf16 weight gradients, dW = alpha dyᵀ x + beta dW with dy stored [K, M] and x [K, N], through
 // kernels::gemm: on AMX (OCTET_CPU_ISA=amx, A the larger operand) the block kernel with unit
 // scales (kernels::cpu::bf16_amx_gemm), else oneDNN. Both against float64, and AMX's result the
