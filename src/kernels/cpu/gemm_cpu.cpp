@@ -58,6 +58,15 @@ void to_bf16(float* f32, void* bf16, int64_t n) {
   convert(Tensor(f32, DType::f32, {n}), Tensor(bf16, DType::bf16, {n}), Overflow::saturate);
 }
 
+// bf16 weight gradients (A stored [K, M], B stored [K, N]) on octet's AMX kernel where it beats
+// oneDNN's brgemm (bf16_amx_gemm_takes: A the larger operand): over the 256-wide layer's weight
+// gradients, alternating call by call, 8-20% less time than oneDNN 2.6 on two threads
+// (docs/perf/cpu-step.md, twenty-first session). Only on the onednn engine (the others are the
+// reference and the f32 fallback).
+bool wgrad_shaped(const Tensor& a, const GemmOptions& o) {
+  return a.dtype == DType::bf16 && o.trans_a && !o.trans_b;
+}
+
 }  // namespace
 
 void onednn_gemm_widened(const Matmul& mm) {
@@ -141,20 +150,12 @@ const char* gemm_impl_name(GemmImpl impl) {
   return "reference";
 }
 
-// bf16 weight gradients (A stored [K, M], B stored [K, N]) on octet's AMX kernel where it beats
-// oneDNN's brgemm (bf16_amx_gemm_takes: A the larger operand): oneDNN 2.6 took 1.7-2x as long
-// for the 256-wide layer's qkv and gate/up weight gradients (docs/perf/cpu-step.md, twenty-first
-// session). Only on the onednn engine (the others are the reference and the f32 fallback).
-bool wgrad_shaped(const Tensor& a, const GemmOptions& o) {
-  return a.dtype == DType::bf16 && o.trans_a && !o.trans_b;
-}
-
 size_t gemm_workspace_bytes(const Tensor& a, const Tensor&, const Tensor& c, const GemmOptions& o,
                             GemmDims dims) {
   if (is_fp8(a.dtype)) return fp8_gemm_workspace_bytes(dims, o, c.dtype);
   const int64_t floats = matmul_staging_floats(a.dtype, c.dtype, dims.m, dims.n, dims.k);
   const size_t staging = floats == 0 ? 0 : kStagingAlign + static_cast<size_t>(floats) * 4;
-  // AMX's whichever engine runs (OCTET_CPU_ISA and the engine are read per call).
+  // Room for the AMX way whichever way runs: OCTET_CPU_ISA and the engine are read per call.
   const size_t amx = wgrad_shaped(a, o) ? bf16_amx_gemm_workspace_bytes(dims.m, dims.n, dims.k) : 0;
   return std::max(staging, amx);
 }

@@ -70,6 +70,33 @@ BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice, bool am
   return l;
 }
 
+// Where a layout's parts lie in a workspace (its start aligned up to kAlign).
+struct BlockBuffers {
+  uint16_t *a16, *b16;
+  uint32_t* panels;
+  float *col_scales, *row_scales;
+};
+BlockBuffers block_buffers(const BlockLayout& l, void* workspace) {
+  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
+  BlockBuffers b{};
+  b.a16 = reinterpret_cast<uint16_t*>(base);
+  b.b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
+  b.panels = reinterpret_cast<uint32_t*>(base + l.a_bytes + l.b_bytes);
+  b.col_scales = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.panel_bytes);
+  b.row_scales = b.col_scales + l.scale_bytes / 4;
+  return b;
+}
+
+// bf16_amx_gemm's layout: one K slice, K rounded up to AMX's steps (with unit scales part *
+// (1 * 1) is part, so C = alpha acc + beta C as store_tile writes it).
+int64_t unit_slice(int64_t k) {
+  return round_up(std::max<int64_t>(k, 1), kAmxK);
+}
+// Its shapes: A the larger operand (the tiles over the panels, B's panels kept in L2).
+bool a_is_larger(int64_t m, int64_t n) {
+  return m > n;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OCTET_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi2")))
@@ -340,7 +367,7 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
 // past it). Where B is the larger (the weight gradient of the 256-wide FFN's down projection:
 // B 2048 x 688, A 2048 x 256) the panels first read B's 2.9 MB from L3 for every tile.
 // The runs are handed out as the threads come for them (at least 16 runs, whole outer rows where
-// there are 16 of them): with equal halves, one thread waited for the other's last tasks 5-7% of
+// there are 16 of them): with equal halves, one thread waited for the other's last tasks 4-5% of
 // the row and block steps (perf, twenty-first session), whichever vCPU the host slowed down.
 // Keeping each thread's first tasks on the rows and panels it widened in the prologue (its static
 // share first, then stealing) measured no better.
@@ -401,12 +428,11 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #if defined(__x86_64__) && defined(__GNUC__)
   const bool amx = fp8_block_gemm_uses_amx(g.slice);
   const BlockLayout l = block_layout(g.m, g.n, g.k, g.slice, amx);
-  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
-  auto* a16 = reinterpret_cast<uint16_t*>(base);
-  auto* b16 = reinterpret_cast<uint16_t*>(base + l.a_bytes);
-  auto* panels = reinterpret_cast<uint32_t*>(base + l.a_bytes + l.b_bytes);
-  auto* col_scales = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.panel_bytes);
-  auto* row_scales = col_scales + l.scale_bytes / 4;
+  const BlockBuffers buf = block_buffers(l, workspace);
+  // Plain locals (OpenMP regions below; clang before 16 captures no structured bindings).
+  uint16_t *a16 = buf.a16, *b16 = buf.b16;
+  uint32_t* panels = buf.panels;
+  float *col_scales = buf.col_scales, *row_scales = buf.row_scales;
   const int64_t pairs = l.kp / 2, tiles = l.mp / kMr, panel_count = l.np / kNr;
   const bool big = g.m * g.k + g.n * g.k > (int64_t{1} << 16);
 
@@ -496,54 +522,25 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 }
 
 bool bf16_amx_gemm_takes(int64_t m, int64_t n, int64_t k) {
-  return m > n && k > 0 && fp8_block_gemm_uses_amx(kAmxK);
+  return a_is_larger(m, n) && k > 0 && fp8_block_gemm_uses_amx(kAmxK);
 }
 
 size_t bf16_amx_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
-  if (!hardware_has_amx_bf16() || m <= n) return 0;
-  return block_layout(m, n, k, round_up(std::max<int64_t>(k, 1), kAmxK), true).total();
+  if (!hardware_has_amx_bf16() || !a_is_larger(m, n)) return 0;
+  return block_layout(m, n, k, unit_slice(k), true).total();
 }
-
-#ifdef OCTET_HAVE_AMX
-namespace {
-// The block kernel's layout with one K slice (K rounded up to AMX's steps): with unit scales
-// part * (1 * 1) is part, so C = alpha acc + beta C as store_tile writes it.
-struct UnitLayout {
-  int64_t slice;
-  BlockLayout l;
-  uint16_t *a16, *b16;
-  uint32_t* panels;
-  float *col_scales, *row_scales;
-};
-UnitLayout unit_layout(int64_t m, int64_t n, int64_t k, void* workspace) {
-  UnitLayout u{};
-  u.slice = round_up(std::max<int64_t>(k, 1), kAmxK);
-  u.l = block_layout(m, n, k, u.slice, true);
-  char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
-  u.a16 = reinterpret_cast<uint16_t*>(base);
-  u.b16 = reinterpret_cast<uint16_t*>(base + u.l.a_bytes);
-  u.panels = reinterpret_cast<uint32_t*>(base + u.l.a_bytes + u.l.b_bytes);
-  u.col_scales = reinterpret_cast<float*>(base + u.l.a_bytes + u.l.b_bytes + u.l.panel_bytes);
-  u.row_scales = u.col_scales + u.l.scale_bytes / 4;
-  return u;
-}
-}  // namespace
-#endif
 
 Bf16AmxOperands bf16_amx_operands(int64_t m, int64_t n, int64_t k, void* workspace) {
-#ifdef OCTET_HAVE_AMX
-  const UnitLayout u = unit_layout(m, n, k, workspace);
-  return {u.a16, u.l.lda, u.b16, u.l.kp};
-#else
-  (void)m, (void)n, (void)k, (void)workspace;
-  return {};
-#endif
+  const BlockLayout l = block_layout(m, n, k, unit_slice(k), true);
+  const BlockBuffers b = block_buffers(l, workspace);
+  return {b.a16, l.lda, b.b16, l.kp};
 }
 
 void bf16_amx_gemm(const Bf16AmxGemm& g, void* workspace) {
 #ifdef OCTET_HAVE_AMX
-  const UnitLayout u = unit_layout(g.m, g.n, g.k, workspace);
-  const BlockLayout& l = u.l;
+  const int64_t slice = unit_slice(g.k);
+  const BlockLayout l = block_layout(g.m, g.n, g.k, slice, true);
+  const BlockBuffers u = block_buffers(l, workspace);
   const int64_t m_blocks = g.a != nullptr ? (g.m + 31) / 32 : 0, k_blocks = l.kp / 32;
   const int64_t panel_count = l.np / kNr, pairs = l.kp / 2;
   // Operands the caller widened into the workspace: zeros past K in their rows, and B's padding
@@ -585,7 +582,7 @@ void bf16_amx_gemm(const Bf16AmxGemm& g, void* workspace) {
   std::fill(u.a16 + g.m * l.lda, u.a16 + l.mp * l.lda, uint16_t{0});  // padding rows
   std::fill_n(u.row_scales, l.mp, 1.0f);
   const Fp8BlockGemm unit{nullptr, DType::bf16, nullptr, DType::bf16, g.m,       g.n,     g.k,
-                          u.slice, nullptr,     nullptr, g.c,         g.c_dtype, g.alpha, g.beta};
+                          slice,   nullptr,     nullptr, g.c,         g.c_dtype, g.alpha, g.beta};
   amx_tiles(unit, l, u.a16, u.panels, u.col_scales, u.row_scales);
 #else
   (void)g;
