@@ -180,6 +180,46 @@ TEST_P(Fp8EncodeVector, EveryTailLength) {
   }
 }
 
+// bf16 inputs without counts and NaN (AVX-512 encodes them 64 at a time from the bf16 bits:
+// encode64_bf16): every non-NaN bf16 pattern times multipliers that fill the f32 mantissa,
+// push values past the overflow boundary, into FP8's subnormals or to zero, and -1.5 (which
+// take the 16-value way), in a ragged run (the 64-value steps, then the tail), both formats
+// and overflow modes, against the scalar encoder.
+TEST_P(Fp8EncodeVector, Bf16RunsWithoutCountsMatchTheScalarEncoder) {
+  std::vector<uint16_t> xb;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    if (!std::isnan(bf16_to_f32(static_cast<uint16_t>(b)))) xb.push_back(static_cast<uint16_t>(b));
+  }
+  const int64_t n = static_cast<int64_t>(xb.size()) - 5;  // not a multiple of 64
+  ASSERT_NE(n % 64, 0);
+  for (float m : {1.0f, 0.7f, 1.1f, 3.0f, 1000.0f, 1.0e-3f, 1.0e-30f, -1.5f}) {
+    for (bool e4m3 : {true, false}) {
+      for (bool saturate : {true, false}) {
+        std::vector<uint8_t> out(xb.size(), 0xA5);
+        uint64_t unused = 0;
+        if (e4m3) {
+          encode_run<uint16_t, true, false>(GetParam(), xb.data(), out.data(), n, m, saturate,
+                                            0x7F800000u, unused, unused);
+        } else {
+          encode_run<uint16_t, false, false>(GetParam(), xb.data(), out.data(), n, m, saturate,
+                                             0x7F800000u, unused, unused);
+        }
+        int64_t mismatches = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const uint8_t want = reference(bf16_to_f32(xb[i]) * m, e4m3, saturate);
+          if (out[i] != want && ++mismatches <= 5) {
+            ADD_FAILURE() << "bf16 " << std::hex << xb[i] << " * " << m << ": got " << int{out[i]}
+                          << ", want " << int{want} << (e4m3 ? " e4m3" : " e5m2")
+                          << (saturate ? " saturate" : " nonfinite");
+          }
+        }
+        EXPECT_EQ(mismatches, 0);
+        for (size_t i = n; i < out.size(); ++i) ASSERT_EQ(out[i], 0xA5) << i;
+      }
+    }
+  }
+}
+
 // Through quantize(), per tensor with a given scale, f32 and bf16 inputs: the level's variant's
 // wiring (OCTET_CPU_ISA set to it), data and counts.
 TEST_P(Fp8EncodeVector, QuantizeGivenScaleMatchesTheScalarEncoder) {

@@ -7,7 +7,9 @@
 //          cpu::avx512::encode_wide_run
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/convert.h"
 #include "kernels/cpu/bf16_round_avx512.h"
@@ -110,6 +112,76 @@ OCTET_AVX512_INLINE void count16(__m512 xv, __m512 v, __m512i code, __m512i& sat
   flush = _mm512_mask_add_epi32(flush, zero, flush, one);
 }
 
+// ---- 64 bf16 values a step ------------------------------------------------------------
+// encode16 spends 16 vector ops on 16 values, four of them moving data: bf16 -> f32
+// (vpmovzxwd, vpslld), the codes to bytes (vpmovdb, two ops) and the sign (a shift and an or).
+// From bf16 in pairs of 32-value vectors these are shared: each half of a vector unpacked
+// against zeros is its f32 values (vpunpck[lh]wd, one op per 16), whole vectors of codes pack
+// back into bytes with two saturating packs (vpackusdw, vpackuswb: per 128-bit lane, in the
+// order the unpacks took the values apart) and one qword permute, and the signs are the bf16
+// inputs' high bytes, packed the same way. The magnitude is clamped before rounding (vrangeps:
+// min(|v|, clamp), sign cleared), so that every code is clean (0..0x7F, which the saturating
+// packs need): clamp is the value whose code is `limit` (the format's max, or the overflow code
+// one past it), which is what the min of encode16 gives for everything at or above it, and
+// below it the rounding is encode16's. Without NaN (callers: an amax that is not NaN, and
+// multipliers that are finite and not negative, so that v's sign is x's): 12 ops per 16.
+template <bool kE4M3>
+OCTET_AVX512_INLINE __m512i encode16_clean(__m512 v, __m512 clamp) {
+  using F = Fp8Vec<kE4M3>;
+  const __m512i c = _mm512_castps_si512(_mm512_range_ps(v, clamp, 0x0A));  // min |.|, sign 0
+  __m512i r = _mm512_add_epi32(c, _mm512_set1_epi32(static_cast<int>(F::bias)));
+  const __mmask16 odd = _mm512_test_epi32_mask(c, _mm512_set1_epi32(1 << F::shift));
+  r = _mm512_mask_add_epi32(r, odd, r, _mm512_set1_epi32(1));
+  const __m512i normal = _mm512_srli_epi32(r, F::shift);
+  const __mmask16 sub =
+      _mm512_cmplt_epu32_mask(c, _mm512_set1_epi32(static_cast<int>(F::f.min_normal_bits)));
+  const __m512 s = _mm512_add_ps(_mm512_castsi512_ps(c), _mm512_set1_ps(F::f.subnormal_magic));
+  return _mm512_mask_sub_epi32(normal, sub, _mm512_castps_si512(s),
+                               _mm512_set1_epi32(static_cast<int>(F::f.subnormal_magic_bits)));
+}
+
+// The f32 value whose code is `limit` (encode16_clean's clamp): the code's bits rebiased.
+template <bool kE4M3>
+OCTET_AVX512_INLINE __m512 encode_clamp(bool saturate) {
+  using F = Fp8Vec<kE4M3>;
+  const uint32_t code = saturate ? F::f.max_code : F::f.max_code + 1;
+  return _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>((code + F::f.rebias) << F::shift)));
+}
+
+// Multipliers in the order encode64_bf16 takes the values apart: mult[q] for values [16 q, 16 q
+// + 16) of the 64 in order becomes the vector of unpacked quarter q (lane 4 L + j of quarter q
+// = value 32 (q / 2) + 8 L + 4 (q % 2) + j).
+OCTET_AVX512_INLINE void unpacked_order(const __m512 (&in)[4], __m512 (&out)[4]) {
+  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
+  out[0] = _mm512_permutex2var_ps(in[0], lo, in[1]);
+  out[1] = _mm512_permutex2var_ps(in[0], hi, in[1]);
+  out[2] = _mm512_permutex2var_ps(in[2], lo, in[3]);
+  out[3] = _mm512_permutex2var_ps(in[2], hi, in[3]);
+}
+
+// The codes of x[0, 64) (bf16) times `mult` (unpacked_order's) into out[0, 64).
+template <bool kE4M3>
+OCTET_AVX512_INLINE void encode64_bf16(const uint16_t* __restrict x, uint8_t* __restrict out,
+                                       const __m512 (&mult)[4], __m512 clamp) {
+  const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 32);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i f[4] = {_mm512_unpacklo_epi16(zero, x0), _mm512_unpackhi_epi16(zero, x0),
+                        _mm512_unpacklo_epi16(zero, x1), _mm512_unpackhi_epi16(zero, x1)};
+  __m512i c[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q)
+    c[q] = encode16_clean<kE4M3>(_mm512_mul_ps(_mm512_castsi512_ps(f[q]), mult[q]), clamp);
+  // Lane L of the bytes: values 8 L .. 8 L + 7, then 32 + 8 L .. 32 + 8 L + 7.
+  const __m512i codes =
+      _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3]));
+  const __m512i signs = _mm512_packus_epi16(_mm512_srli_epi16(x0, 8), _mm512_srli_epi16(x1, 8));
+  const __m512i bytes = _mm512_ternarylogic_epi32(codes, signs, _mm512_set1_epi8(char(0x80)),
+                                                  0xD8);  // c ? signs : codes, bitwise
+  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  _mm512_storeu_si512(out, _mm512_permutexvar_epi64(order, bytes));
+}
+
 // One step of encode_run: 16 values at i (kFull) or the n < 16 of the tail mask k.
 template <bool kFull, class In, bool kE4M3, bool kCount, bool kNan, class Scale>
 OCTET_AVX512_INLINE void encode_step(const In* __restrict x, uint8_t* __restrict out, int64_t i,
@@ -130,6 +202,18 @@ OCTET_AVX512_INLINE void encode_run_as(const In* __restrict x, uint8_t* __restri
   constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   static_assert(f.overflow_code == f.max_code + 1);
+  if constexpr (std::is_same_v<In, uint16_t> && std::is_same_v<Scale, float> && !kCount && !kNan) {
+    if (!std::signbit(scale)) {  // bf16, one multiplier: 64 values a step, then the rest below
+      const __m512 m = _mm512_set1_ps(scale);
+      const __m512 mult[4] = {m, m, m, m};
+      const __m512 clamp = encode_clamp<kE4M3>(saturate);
+      const int64_t whole = n / 64 * 64;
+      for (int64_t i = 0; i < whole; i += 64) encode64_bf16<kE4M3>(x + i, out + i, mult, clamp);
+      x += whole;
+      out += whole;
+      n -= whole;
+    }
+  }
   // Counts per lane, summed every kChunk elements (stays far below 2^31 per sum).
   constexpr int64_t kChunk = int64_t{1} << 20;
   for (int64_t begin = 0; begin < n; begin += kChunk) {
@@ -243,6 +327,46 @@ inline OCTET_AVX512_TARGET void encode_wide_run(const In* x, uint8_t* __restrict
   }
 }
 
+// Rows of bf16 x (`rows` of `w` values, strides x_stride and out_stride) times per-column
+// multipliers mult[0, w) (one set for every row: the column copy's band), no counts.
+// `amax_bits` as for encode_run. Without NaN and with no negative multiplier, each whole 64
+// columns take encode64_bf16 with their multipliers put in its order once (scratch, at least
+// w floats, 64-byte aligned); the rest of a row, and other inputs, encode_run.
+template <bool kE4M3>
+inline OCTET_AVX512_TARGET void encode_columns_bf16(const uint16_t* x, int64_t x_stride,
+                                                    uint8_t* __restrict out, int64_t out_stride,
+                                                    int64_t rows, int64_t w, const float* mult,
+                                                    bool saturate, uint32_t amax_bits,
+                                                    float* scratch) {
+  int64_t whole = amax_bits <= 0x7F800000u ? w / 64 * 64 : 0;
+  for (int64_t c = 0; c < whole; c += 16) {
+    if (_mm512_movepi32_mask(_mm512_castps_si512(_mm512_loadu_ps(mult + c))) != 0) whole = 0;
+  }
+  for (int64_t c = 0; c < whole; c += 64) {
+    __m512 in[4], unpacked[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) in[v] = _mm512_loadu_ps(mult + c + 16 * v);
+    unpacked_order(in, unpacked);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_store_ps(scratch + c + 16 * v, unpacked[v]);
+  }
+  const __m512 clamp = encode_clamp<kE4M3>(saturate);
+  uint64_t unused = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* xr = x + r * x_stride;
+    uint8_t* outr = out + r * out_stride;
+    for (int64_t c = 0; c < whole; c += 64) {
+      const __m512 m[4] = {_mm512_load_ps(scratch + c), _mm512_load_ps(scratch + c + 16),
+                           _mm512_load_ps(scratch + c + 32), _mm512_load_ps(scratch + c + 48)};
+      encode64_bf16<kE4M3>(xr + c, outr + c, m, clamp);
+    }
+    if (whole < w) {
+      encode_run<uint16_t, kE4M3, false>(xr + whole, outr + whole, w - whole, mult + whole,
+                                         saturate, amax_bits, unused, unused);
+    }
+  }
+}
+
 // encode_tile's full-width tile (64 columns): four vectors a row, the four scale vectors kept
 // in registers while consecutive rows share them (rows of one band).
 template <class In, bool kE4M3, bool kNan, class RowScale>
@@ -252,13 +376,29 @@ OCTET_AVX512_INLINE void encode_tile64(const In* __restrict x, int64_t x_stride,
   constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   const float* current = nullptr;
-  __m512 s[4];
+  __m512 s[4], unpacked[4];
+  bool bf16_way = false;  // bf16 without NaN and no negative multiplier: encode64_bf16
+  const __m512 clamp = encode_clamp<kE4M3>(saturate);
   for (int64_t r = 0; r < rows; ++r) {
     const float* scale = static_cast<const float*>(row_scale(r));
     if (scale != current) {
       current = scale;
+      __mmask16 negative = 0;
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
+      for (int v = 0; v < 4; ++v) {
+        s[v] = _mm512_loadu_ps(scale + 16 * v);
+        negative |= _mm512_movepi32_mask(_mm512_castps_si512(s[v]));
+      }
+      if constexpr (std::is_same_v<In, uint16_t> && !kNan) {
+        bf16_way = negative == 0;
+        unpacked_order(s, unpacked);
+      }
+    }
+    if constexpr (std::is_same_v<In, uint16_t> && !kNan) {
+      if (bf16_way) {
+        encode64_bf16<kE4M3>(x + r * x_stride, out + r * out_stride, unpacked, clamp);
+        continue;
+      }
     }
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {

@@ -323,11 +323,27 @@ inline OCTET_AVX512_TARGET void scaled_row(const In* __restrict x, int64_t rows,
         const In* xb = x + start[b];
         const int64_t w = width[b];
         int64_t i = 0;
-        for (; i + 16 <= w; i += 16)
-          v = _mm512_max_epu32(v, mag16<true>(xb + i, __mmask16{0xFFFF}));
-        if (i < w)
-          v = _mm512_max_epu32(v,
-                               mag16<false>(xb + i, static_cast<__mmask16>((1u << (w - i)) - 1)));
+        if constexpr (std::is_same_v<In, uint16_t>) {
+          // bf16: |x| bits 32 at a time in 16-bit lanes (a bf16 magnitude orders as its f32's),
+          // then widened to f32 bits in two halves (the lane order does not matter to a max).
+          const __m512i abs16 = _mm512_set1_epi16(0x7FFF);
+          __m512i v16 = _mm512_setzero_si512();
+          for (; i + 32 <= w; i += 32)
+            v16 = _mm512_max_epu16(v16, _mm512_and_si512(_mm512_loadu_si512(xb + i), abs16));
+          if (i < w) {
+            const auto tail = static_cast<__mmask32>((uint64_t{1} << (w - i)) - 1);
+            v16 = _mm512_max_epu16(v16,
+                                   _mm512_and_si512(_mm512_maskz_loadu_epi16(tail, xb + i), abs16));
+          }
+          const __m512i zero = _mm512_setzero_si512();
+          v = _mm512_max_epu32(_mm512_unpacklo_epi16(zero, v16), _mm512_unpackhi_epi16(zero, v16));
+        } else {
+          for (; i + 16 <= w; i += 16)
+            v = _mm512_max_epu32(v, mag16<true>(xb + i, __mmask16{0xFFFF}));
+          if (i < w)
+            v = _mm512_max_epu32(v,
+                                 mag16<false>(xb + i, static_cast<__mmask16>((1u << (w - i)) - 1)));
+        }
       }
       m[b] = v;
     }

@@ -594,6 +594,15 @@ struct Columns {
     block_scales<kIsa>(
         j, col_max, t.w, mult, t.writes_scales ? t.scale_inv_t : static_cast<void*>(unwritten),
         [&](int64_t b) { return t.writes_scales ? (t.c0 + b) * t.bands + t.band : b; });
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (kIsa == Isa::avx512 && std::is_same_v<In, uint16_t>) {
+      alignas(64) float scratch[kColumnChunk];
+      avx512::encode_columns_bf16<kE4M3>(x + t.r0 * t.cols + t.c0, t.cols,
+                                         t.data_t + t.r0 * t.cols + t.c0, t.cols, t.h, t.w, mult,
+                                         j.saturate, bound, scratch);
+      return;
+    }
+#endif
     for (int64_t r = t.r0; r < t.r0 + t.h; ++r) {
       Stats st;
       st.amax_bits = bound;
