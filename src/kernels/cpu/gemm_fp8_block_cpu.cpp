@@ -308,8 +308,8 @@ OCTET_AMX inline void promote_rows(float (&main)[kAmxRows][kNr], const float (&p
 // that the vector work overlaps the tile products in the core's window; the next slice is
 // stored over `part` only after the last piece. (Done after the slice's tiles, the next ones
 // waited for it: in a step's profile the block recipe's kernel took 6% more samples than the
-// row recipe's, one slice; interleaved, a layer's block GEMMs took 0.95x the time, the median
-// of 18 calls alternating with the binary before, twenty-second session.)
+// row recipe's, one slice. Interleaved, the block recipe's twelve layer GEMMs took 0.90-0.91x
+// the time, the kernels alternating call by call: docs/perf/emr-2026-11-30/s22-promotions-ab.)
 OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, const uint16_t* a16,
                                   const uint32_t* panels, const float* col_scales,
                                   const float* row_scales, int64_t tile, int64_t panel) {
