@@ -2,8 +2,10 @@
 // AVX-512, bit for bit core/convert.h's f32_to_e4m3/f32_to_e5m2 (every input: NaN,
 // ±Inf, ±0, f32 subnormals, FP8 subnormals, ties, the overflow boundary), and the
 // quantize kernels' encode loop built on it (kernels/cpu/quantize_cpu.cpp's avx512
-// variant). Only included on x86-64 GCC/clang; the functions carry their own target.
-// defines: cpu::avx512::encode16, cpu::avx512::count16, cpu::avx512::encode_run,
+// variant), with a 64-value way for bf16 inputs (encode64_bf16). Only included on x86-64
+// GCC/clang; the functions carry their own target.
+// defines: cpu::avx512::encode16, cpu::avx512::count16, cpu::avx512::encode64_bf16,
+//          cpu::avx512::encode_run, cpu::avx512::encode_columns_bf16,
 //          cpu::avx512::encode_wide_run
 #pragma once
 
