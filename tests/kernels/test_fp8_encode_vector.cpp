@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/quantize.h"
 
@@ -215,6 +216,54 @@ TEST_P(Fp8EncodeVector, Bf16RunsWithoutCountsMatchTheScalarEncoder) {
         }
         EXPECT_EQ(mismatches, 0);
         for (size_t i = n; i < out.size(); ++i) ASSERT_EQ(out[i], 0xA5) << i;
+      }
+    }
+  }
+}
+
+// The same inputs through AVX-512's encode_wide_run (per tensor's codes with their bf16 values,
+// 64 at a time from bf16 where there are no counts and no NaN): the codes against the scalar
+// encoder and the values against each code's, bit for bit, into a second buffer and in place
+// (wide = x), with a run of 32 left after the 64-value steps.
+TEST(Fp8EncodeVectorAvx512, Bf16WideRunsMatchTheScalarEncoderAndTheCodesValues) {
+  if (kernels::cpu::hardware_isa() < Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  std::vector<uint16_t> xb;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    if (!std::isnan(bf16_to_f32(static_cast<uint16_t>(b)))) xb.push_back(static_cast<uint16_t>(b));
+  }
+  const int64_t n = static_cast<int64_t>(xb.size()) / 64 * 64 - 32;  // ends with a run of 32
+  for (float m : {1.0f, 0.7f, 3.0f, 1.0e-3f, 1.0e-30f, -1.5f}) {
+    for (bool e4m3 : {true, false}) {
+      for (bool saturate : {true, false}) {
+        for (bool in_place : {false, true}) {
+          std::vector<uint16_t> x(xb.begin(), xb.begin() + n), separate(n, 0xDEAD);
+          uint16_t* wide = in_place ? x.data() : separate.data();
+          std::vector<uint8_t> out(n, 0xA5);
+          const uint16_t* table = kernels::cpu::fp8_bf16_table(e4m3 ? DType::e4m3 : DType::e5m2);
+          uint64_t unused = 0;
+          if (e4m3) {
+            kernels::cpu::avx512::encode_wide_run<uint16_t, true, false>(
+                x.data(), out.data(), wide, n, m, saturate, 0x7F800000u, table, unused, unused);
+          } else {
+            kernels::cpu::avx512::encode_wide_run<uint16_t, false, false>(
+                x.data(), out.data(), wide, n, m, saturate, 0x7F800000u, table, unused, unused);
+          }
+          int64_t mismatches = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const uint8_t want = reference(bf16_to_f32(xb[i]) * m, e4m3, saturate);
+            const float value = e4m3 ? e4m3_to_f32(want) : e5m2_to_f32(want);
+            const bool nan = std::isnan(value);  // the nonfinite E4M3 overflow code
+            const bool same_wide = nan ? std::isnan(bf16_to_f32(wide[i]))
+                                       : f32_bits(bf16_to_f32(wide[i])) == f32_bits(value);
+            if ((out[i] != want || !same_wide) && ++mismatches <= 5) {
+              ADD_FAILURE() << "bf16 " << std::hex << xb[i] << " * " << m << ": code "
+                            << int{out[i]} << " (want " << int{want} << "), wide " << wide[i]
+                            << (e4m3 ? " e4m3" : " e5m2") << (saturate ? " saturate" : "")
+                            << (in_place ? " in place" : "");
+            }
+          }
+          EXPECT_EQ(mismatches, 0);
+        }
       }
     }
   }

@@ -162,10 +162,14 @@ OCTET_AVX512_INLINE void unpacked_order(const __m512 (&in)[4], __m512 (&out)[4])
   out[3] = _mm512_permutex2var_ps(in[2], hi, in[3]);
 }
 
-// The codes of x[0, 64) (bf16) times `mult` (unpacked_order's) into out[0, 64).
+// The codes of x[0, 64) (bf16) times `mult` (unpacked_order's) into out[0, 64). With `wide`
+// (encode_wide_run's copy; it may be x itself: x is read first), also the codes' values as
+// bf16 from `table` (load_widen_table's): the codes in 16-bit lanes, after the first pack, are in
+// x's order, and a bf16 input's sign sits where its code's value has it.
 template <bool kE4M3>
-OCTET_AVX512_INLINE void encode64_bf16(const uint16_t* __restrict x, uint8_t* __restrict out,
-                                       const __m512 (&mult)[4], __m512 clamp) {
+OCTET_AVX512_INLINE void encode64_bf16(const uint16_t* x, uint8_t* __restrict out,
+                                       const __m512 (&mult)[4], __m512 clamp,
+                                       uint16_t* wide = nullptr, const __m512i* table = nullptr) {
   const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 32);
   const __m512i zero = _mm512_setzero_si512();
   const __m512i f[4] = {_mm512_unpacklo_epi16(zero, x0), _mm512_unpackhi_epi16(zero, x0),
@@ -174,9 +178,17 @@ OCTET_AVX512_INLINE void encode64_bf16(const uint16_t* __restrict x, uint8_t* __
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q)
     c[q] = encode16_clean<kE4M3>(_mm512_mul_ps(_mm512_castsi512_ps(f[q]), mult[q]), clamp);
-  // Lane L of the bytes: values 8 L .. 8 L + 7, then 32 + 8 L .. 32 + 8 L + 7.
-  const __m512i codes =
-      _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3]));
+  // Codes in 16-bit lanes in x0's and x1's order; then lane L of the bytes: values 8 L .. 8 L + 7,
+  // then 32 + 8 L .. 32 + 8 L + 7.
+  const __m512i w0 = _mm512_packus_epi32(c[0], c[1]), w1 = _mm512_packus_epi32(c[2], c[3]);
+  if (wide != nullptr) {
+    const __m512i sign = _mm512_set1_epi16(static_cast<int16_t>(0x8000));
+    _mm512_storeu_si512(wide, _mm512_ternarylogic_epi32(widen_magnitudes(w0, table), x0, sign,
+                                                        0xD8));  // sign ? x0 : value
+    _mm512_storeu_si512(wide + 32,
+                        _mm512_ternarylogic_epi32(widen_magnitudes(w1, table), x1, sign, 0xD8));
+  }
+  const __m512i codes = _mm512_packus_epi16(w0, w1);
   const __m512i signs = _mm512_packus_epi16(_mm512_srli_epi16(x0, 8), _mm512_srli_epi16(x1, 8));
   const __m512i bytes = _mm512_ternarylogic_epi32(codes, signs, _mm512_set1_epi8(char(0x80)),
                                                   0xD8);  // c ? signs : codes, bitwise
@@ -291,6 +303,22 @@ OCTET_AVX512_INLINE void encode_wide_run_as(const In* x, uint8_t* __restrict out
                                             int64_t n, Scale scale, __m512i limit,
                                             const __m512i* table, uint64_t& saturated,
                                             uint64_t& flushed) {
+  if constexpr (std::is_same_v<In, uint16_t> && std::is_same_v<Scale, float> && !kCount && !kNan) {
+    if (!std::signbit(scale)) {  // bf16, one multiplier: 64 values a step, then the rest below
+      const __m512 m = _mm512_set1_ps(scale);
+      const __m512 mult[4] = {m, m, m, m};
+      constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
+      const bool saturate = _mm512_cvtsi512_si32(limit) == static_cast<int>(f.max_code);
+      const __m512 clamp = encode_clamp<kE4M3>(saturate);
+      const int64_t whole = n / 64 * 64;
+      for (int64_t i = 0; i < whole; i += 64)
+        encode64_bf16<kE4M3>(x + i, out + i, mult, clamp, wide + i, table);
+      x += whole;
+      out += whole;
+      wide += whole;
+      n -= whole;
+    }
+  }
   constexpr int64_t kChunk = int64_t{1} << 20;
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t end = n - begin > kChunk ? begin + kChunk : n;
