@@ -196,6 +196,24 @@ OCTET_AVX512_INLINE void encode64_bf16(const uint16_t* x, uint8_t* __restrict ou
   _mm512_storeu_si512(out, _mm512_permutexvar_epi64(order, bytes));
 }
 
+// The whole 64-value steps of a bf16 run times one multiplier (encode64_bf16, with `wide` and
+// `table` as there); returns how many values they took: 0 for a negative multiplier (whose
+// products' signs are not x's), which the 16-value ways take.
+template <bool kE4M3>
+OCTET_AVX512_INLINE int64_t encode64_steps(const uint16_t* x, uint8_t* __restrict out, int64_t n,
+                                           float scale, bool saturate, uint16_t* wide = nullptr,
+                                           const __m512i* table = nullptr) {
+  if (std::signbit(scale)) return 0;
+  const __m512 m = _mm512_set1_ps(scale);
+  const __m512 mult[4] = {m, m, m, m};
+  const __m512 clamp = encode_clamp<kE4M3>(saturate);
+  const int64_t whole = n / 64 * 64;
+  for (int64_t i = 0; i < whole; i += 64) {
+    encode64_bf16<kE4M3>(x + i, out + i, mult, clamp, wide != nullptr ? wide + i : nullptr, table);
+  }
+  return whole;
+}
+
 // One step of encode_run: 16 values at i (kFull) or the n < 16 of the tail mask k.
 template <bool kFull, class In, bool kE4M3, bool kCount, bool kNan, class Scale>
 OCTET_AVX512_INLINE void encode_step(const In* __restrict x, uint8_t* __restrict out, int64_t i,
@@ -217,16 +235,10 @@ OCTET_AVX512_INLINE void encode_run_as(const In* __restrict x, uint8_t* __restri
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   static_assert(f.overflow_code == f.max_code + 1);
   if constexpr (std::is_same_v<In, uint16_t> && std::is_same_v<Scale, float> && !kCount && !kNan) {
-    if (!std::signbit(scale)) {  // bf16, one multiplier: 64 values a step, then the rest below
-      const __m512 m = _mm512_set1_ps(scale);
-      const __m512 mult[4] = {m, m, m, m};
-      const __m512 clamp = encode_clamp<kE4M3>(saturate);
-      const int64_t whole = n / 64 * 64;
-      for (int64_t i = 0; i < whole; i += 64) encode64_bf16<kE4M3>(x + i, out + i, mult, clamp);
-      x += whole;
-      out += whole;
-      n -= whole;
-    }
+    const int64_t done = encode64_steps<kE4M3>(x, out, n, scale, saturate);  // the rest below
+    x += done;
+    out += done;
+    n -= done;
   }
   // Counts per lane, summed every kChunk elements (stays far below 2^31 per sum).
   constexpr int64_t kChunk = int64_t{1} << 20;
@@ -303,22 +315,6 @@ OCTET_AVX512_INLINE void encode_wide_run_as(const In* x, uint8_t* __restrict out
                                             int64_t n, Scale scale, __m512i limit,
                                             const __m512i* table, uint64_t& saturated,
                                             uint64_t& flushed) {
-  if constexpr (std::is_same_v<In, uint16_t> && std::is_same_v<Scale, float> && !kCount && !kNan) {
-    if (!std::signbit(scale)) {  // bf16, one multiplier: 64 values a step, then the rest below
-      const __m512 m = _mm512_set1_ps(scale);
-      const __m512 mult[4] = {m, m, m, m};
-      constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
-      const bool saturate = _mm512_cvtsi512_si32(limit) == static_cast<int>(f.max_code);
-      const __m512 clamp = encode_clamp<kE4M3>(saturate);
-      const int64_t whole = n / 64 * 64;
-      for (int64_t i = 0; i < whole; i += 64)
-        encode64_bf16<kE4M3>(x + i, out + i, mult, clamp, wide + i, table);
-      x += whole;
-      out += whole;
-      wide += whole;
-      n -= whole;
-    }
-  }
   constexpr int64_t kChunk = int64_t{1} << 20;
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t end = n - begin > kChunk ? begin + kChunk : n;
@@ -348,6 +344,15 @@ inline OCTET_AVX512_TARGET void encode_wide_run(const In* x, uint8_t* __restrict
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   __m512i t[4];
   load_widen_table(table, t);
+  if constexpr (std::is_same_v<In, uint16_t> && std::is_same_v<Scale, float> && !kCount) {
+    if (amax_bits <= 0x7F800000u) {  // no NaN: bf16's 64-value steps, the rest below
+      const int64_t done = encode64_steps<kE4M3>(x, out, n, scale, saturate, wide, t);
+      x += done;
+      out += done;
+      wide += done;
+      n -= done;
+    }
+  }
   if (amax_bits <= 0x7F800000u) {
     encode_wide_run_as<In, kE4M3, kCount, false>(x, out, wide, n, scale, limit, t, saturated,
                                                  flushed);
