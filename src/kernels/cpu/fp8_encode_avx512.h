@@ -411,29 +411,13 @@ OCTET_AVX512_INLINE void encode_tile64(const In* __restrict x, int64_t x_stride,
   constexpr detail::Fp8Layout f = Fp8Vec<kE4M3>::f;
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(saturate ? f.max_code : f.max_code + 1));
   const float* current = nullptr;
-  __m512 s[4], unpacked[4];
-  bool bf16_way = false;  // bf16 without NaN and no negative multiplier: encode64_bf16
-  const __m512 clamp = encode_clamp<kE4M3>(saturate);
+  __m512 s[4];
   for (int64_t r = 0; r < rows; ++r) {
     const float* scale = static_cast<const float*>(row_scale(r));
     if (scale != current) {
       current = scale;
-      __mmask16 negative = 0;
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        s[v] = _mm512_loadu_ps(scale + 16 * v);
-        negative |= _mm512_movepi32_mask(_mm512_castps_si512(s[v]));
-      }
-      if constexpr (std::is_same_v<In, uint16_t> && !kNan) {
-        bf16_way = negative == 0;
-        unpacked_order(s, unpacked);
-      }
-    }
-    if constexpr (std::is_same_v<In, uint16_t> && !kNan) {
-      if (bf16_way) {
-        encode64_bf16<kE4M3>(x + r * x_stride, out + r * out_stride, unpacked, clamp);
-        continue;
-      }
+      for (int v = 0; v < 4; ++v) s[v] = _mm512_loadu_ps(scale + 16 * v);
     }
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
@@ -454,6 +438,17 @@ inline OCTET_AVX512_TARGET void encode_tile(const In* __restrict x, int64_t x_st
                                             int64_t rows, int64_t cols, RowScale row_scale,
                                             bool saturate, uint32_t amax_bits) {
   if (cols == 64) {  // the common case
+    if constexpr (std::is_same_v<In, uint16_t>) {
+      // bf16: encode_columns_bf16 for each run of rows that share their multipliers (a band).
+      alignas(64) float scratch[64];
+      for (int64_t r0 = 0, r1 = 0; r0 < rows; r0 = r1) {
+        const auto* scale = static_cast<const float*>(row_scale(r0));
+        for (r1 = r0 + 1; r1 < rows && static_cast<const float*>(row_scale(r1)) == scale;) ++r1;
+        encode_columns_bf16<kE4M3>(x + r0 * x_stride, x_stride, out + r0 * out_stride, out_stride,
+                                   r1 - r0, 64, scale, saturate, amax_bits, scratch);
+      }
+      return;
+    }
     if (amax_bits <= 0x7F800000u) {
       encode_tile64<In, kE4M3, false>(x, x_stride, out, out_stride, rows, row_scale, saturate);
     } else {

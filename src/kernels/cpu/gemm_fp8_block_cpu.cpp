@@ -283,21 +283,29 @@ OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& 
 // Rows [r0, r1) of slice p's promotion: main += part * (sa * sb), the scale product rounded
 // once, one fma (the first slice: main = part * (sa * sb), the same value as the fma onto
 // zeros).
+// One row of it: part_row * (sa * sb), plus main_row unless `first`, into o[0], o[1].
+OCTET_AMX inline void promoted_row(const float* part_row, const float* main_row, float sa,
+                                   __m512 sb0, __m512 sb1, bool first, __m512 (&o)[2]) {
+  const __m512 row = _mm512_set1_ps(sa);
+  const __m512 s0 = _mm512_mul_ps(row, sb0), s1 = _mm512_mul_ps(row, sb1);
+  const __m512 p0 = _mm512_load_ps(part_row), p1 = _mm512_load_ps(part_row + 16);
+  if (first) {
+    o[0] = _mm512_mul_ps(p0, s0);
+    o[1] = _mm512_mul_ps(p1, s1);
+  } else {
+    o[0] = _mm512_fmadd_ps(p0, s0, _mm512_load_ps(main_row));
+    o[1] = _mm512_fmadd_ps(p1, s1, _mm512_load_ps(main_row + 16));
+  }
+}
 OCTET_AMX inline void promote_rows(float (&main)[kAmxRows][kNr], const float (&part)[kAmxRows][kNr],
                                    const float* sa, int64_t slices, const float* sb, int64_t p,
                                    int64_t r0, int64_t r1) {
   const __m512 sb0 = _mm512_loadu_ps(sb + p * kNr), sb1 = _mm512_loadu_ps(sb + p * kNr + 16);
   for (int64_t r = r0; r < r1; ++r) {
-    const __m512 row = _mm512_set1_ps(sa[r * slices + p]);
-    const __m512 s0 = _mm512_mul_ps(row, sb0), s1 = _mm512_mul_ps(row, sb1);
-    const __m512 p0 = _mm512_load_ps(&part[r][0]), p1 = _mm512_load_ps(&part[r][16]);
-    if (p == 0) {
-      _mm512_store_ps(&main[r][0], _mm512_mul_ps(p0, s0));
-      _mm512_store_ps(&main[r][16], _mm512_mul_ps(p1, s1));
-    } else {
-      _mm512_store_ps(&main[r][0], _mm512_fmadd_ps(p0, s0, _mm512_load_ps(&main[r][0])));
-      _mm512_store_ps(&main[r][16], _mm512_fmadd_ps(p1, s1, _mm512_load_ps(&main[r][16])));
-    }
+    __m512 o[2];
+    promoted_row(part[r], main[r], sa[r * slices + p], sb0, sb1, p == 0, o);
+    _mm512_store_ps(&main[r][0], o[0]);
+    _mm512_store_ps(&main[r][16], o[1]);
   }
 }
 
@@ -360,16 +368,8 @@ OCTET_AMX void amx_tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, c
   for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
     __m512 acc[kMr][2];
     for (int64_t r = 0; r < kMr; ++r) {
-      const __m512 row = _mm512_set1_ps(sa[(r0 + r) * l.slices + last]);
-      const __m512 s0 = _mm512_mul_ps(row, sb0), s1 = _mm512_mul_ps(row, sb1);
-      const __m512 p0 = _mm512_load_ps(&part[r0 + r][0]), p1 = _mm512_load_ps(&part[r0 + r][16]);
-      if (last == 0) {
-        acc[r][0] = _mm512_mul_ps(p0, s0);
-        acc[r][1] = _mm512_mul_ps(p1, s1);
-      } else {
-        acc[r][0] = _mm512_fmadd_ps(p0, s0, _mm512_load_ps(&main[r0 + r][0]));
-        acc[r][1] = _mm512_fmadd_ps(p1, s1, _mm512_load_ps(&main[r0 + r][16]));
-      }
+      promoted_row(part[r0 + r], main[r0 + r], sa[(r0 + r) * l.slices + last], sb0, sb1, last == 0,
+                   acc[r]);
     }
     void* c = static_cast<char*>(g.c) + static_cast<size_t>((i0 + r0) * g.n + j0) * element;
     store_tile(acc, std::min(kMr, rows - r0), cols, g.alpha, g.beta, c, g.c_dtype, g.n);
