@@ -43,7 +43,9 @@
 namespace octet::kernels::cpu {
 namespace {
 
-constexpr int64_t kParallelElements = int64_t{1} << 16;
+// Passes over more elements than this run over the team (as kernels/cpu/quantize_cpu.cpp's
+// kParallelMin: a region costs about 2 us on a 2-vCPU guest, widening 8192 codes about 4).
+constexpr int64_t kParallelElements = int64_t{1} << 13;
 
 // Each operand's scaled values stay within [2^-62, 2^48] in magnitude (smallest
 // subnormal code x smallest scale, largest code x largest scale): every folded bf16 or
@@ -756,16 +758,38 @@ void run_mx_on_amx(const uint8_t* a8, DType a_dtype, const OperandScales& sa, co
                    DType b_dtype, const OperandScales& sb, GemmDims d, const Loops& l,
                    const Tensor& c, float alpha, float beta, void* workspace) {
   const Bf16AmxOperands ops = bf16_amx_operands(d.m, d.n, d.k, workspace);
-  const auto* ea = static_cast<const uint8_t*>(sa.data);
-  const auto* eb = static_cast<const uint8_t*>(sb.data);
+  // An operand whose rows lie at stride K with its scales at stride K / 32 (B always: K % 32 ==
+  // 0; A unless padded, BlockLayout::lda) is one run of blocks, widened in pieces of kPiece codes;
+  // other rows one by one. (A call per row of 64 codes cost as much as the widening at `tiny`.)
+  struct Operand {
+    const uint8_t* codes;
+    uint16_t* out;
+    int64_t rows, ld;
+    const uint8_t* e8m0;
+    int64_t grid_cols;
+    bool e4m3;
+  };
+  constexpr int64_t kPiece = 2048;
+  const Operand ops_ab[2] = {{a8, ops.a, d.m, ops.lda, static_cast<const uint8_t*>(sa.data),
+                              sa.grid_cols, a_dtype == DType::e4m3},
+                             {b8, ops.b, d.n, ops.ldb, static_cast<const uint8_t*>(sb.data),
+                              sb.grid_cols, b_dtype == DType::e4m3}};
+  const auto run = [&](const Operand& o) { return o.ld == d.k && o.grid_cols * 32 == d.k; };
+  const auto tasks = [&](const Operand& o) {
+    return run(o) ? (o.rows * d.k + kPiece - 1) / kPiece : o.rows;
+  };
+  const int64_t a_tasks = tasks(ops_ab[0]), all = a_tasks + tasks(ops_ab[1]);
 #pragma omp parallel for schedule(static) if ((d.m + d.n) * d.k > kParallelElements)
-  for (int64_t r = 0; r < d.m + d.n; ++r) {
-    const bool is_a = r < d.m;
-    const int64_t row = is_a ? r : r - d.m;
-    l.widen_bf16_e8m0((is_a ? a8 : b8) + row * d.k,
-                      is_a ? ops.a + row * ops.lda : ops.b + row * ops.ldb, d.k,
-                      is_a ? ea + row * sa.grid_cols : eb + row * sb.grid_cols,
-                      (is_a ? a_dtype : b_dtype) == DType::e4m3);
+  for (int64_t t = 0; t < all; ++t) {
+    const Operand& o = ops_ab[t < a_tasks ? 0 : 1];
+    const int64_t i = t < a_tasks ? t : t - a_tasks;
+    if (run(o)) {
+      const int64_t c0 = i * kPiece;
+      l.widen_bf16_e8m0(o.codes + c0, o.out + c0, std::min(kPiece, o.rows * d.k - c0),
+                        o.e8m0 + c0 / 32, o.e4m3);
+    } else {
+      l.widen_bf16_e8m0(o.codes + i * d.k, o.out + i * o.ld, d.k, o.e8m0 + i * o.grid_cols, o.e4m3);
+    }
   }
   bf16_amx_gemm({nullptr, nullptr, d.m, d.n, d.k, c.data, c.dtype, alpha, beta}, workspace);
 }

@@ -45,8 +45,13 @@ namespace {
 
 constexpr uint32_t kInfBits = 0x7F800000u;
 constexpr uint32_t kQuietNanBits = 0x7FC00000u;
-// Tensors up to this many elements run on one thread (faster than waking a team);
-// per-tensor passes cut bigger ones into chunks of this size.
+// Tensors up to kParallelMin elements run on one thread; bigger ones over the team. Waking a
+// team that spins between regions costs about 2 us on a 2-vCPU guest, an encode of 8192 values
+// about 5 (at `tiny` 8 x 64, whose operands are 512 x 64, a threshold of 65536 left every
+// quantize to one thread while the other spun: docs/perf/cpu-step.md, twenty-third session).
+// Per-tensor passes cut a tensor into chunks of up to kParallelElements, one or more a thread
+// (chunk_size); the results do not depend on the cut.
+constexpr int64_t kParallelMin = int64_t{1} << 13;
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 // Transposed copy: x is read in kTile x kTile tiles (16 KiB of f32, L1-resident).
 constexpr int64_t kTile = 64;
@@ -742,12 +747,19 @@ const char* byte_offset(const void* p, int64_t elements, size_t size) {
   return static_cast<const char*>(p) + elements * static_cast<int64_t>(size);
 }
 
+// Elements per chunk of a per-tensor pass over n: up to kParallelElements, at least one chunk a
+// thread where n is above kParallelMin.
+int64_t chunk_size(int64_t n) {
+  const int64_t threads = omp_get_max_threads();
+  return std::clamp((n + threads - 1) / threads, kParallelMin, kParallelElements);
+}
+
 // One scale for the whole tensor: a parallel amax, then a parallel encode.
 void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
                          const QuantizeOutputs& out, const QuantizeOptions& o, Stats& st) {
   const int64_t n = x.numel();
   const size_t in_size = dtype_size(x.dtype);
-  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+  const int64_t chunk = chunk_size(n), chunks = (n + chunk - 1) / chunk;
   const bool given = !o.given_scale.empty();
   uint32_t amax_bits = 0;
   if (!o.given_amax.empty()) {
@@ -755,7 +767,7 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   } else if (!given || !out.amax.empty()) {
 #pragma omp parallel for schedule(static) reduction(max : amax_bits) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
+      const int64_t begin = c * chunk, count = std::min(chunk, n - begin);
       amax_bits = std::max(amax_bits, k.amax(j, byte_offset(x.data, begin, in_size), count));
     }
   }
@@ -777,7 +789,7 @@ void quantize_per_tensor(const Kernels& k, const Job& j, const Tensor& x,
   const Fp8ToBf16 widen = wide != nullptr ? fp8_to_bf16(out.data.dtype) : Fp8ToBf16{};
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kParallelElements, count = std::min(kParallelElements, n - begin);
+    const int64_t begin = c * chunk, count = std::min(chunk, n - begin);
     Stats s;
     s.amax_bits = amax_known ? amax_bits : 0xFFFFFFFFu;  // the bound encode_loop reads
     if (wide == nullptr) {
@@ -839,7 +851,7 @@ void quantize_bands(const Kernels& k, const Job& j, const Tensor& x, const Quant
   uint32_t amax_bits = 0;
   uint64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(max : amax_bits) \
-    reduction(+ : saturated, flushed) if (rows * cols > kParallelElements)
+    reduction(+ : saturated, flushed) if (rows * cols > kParallelMin)
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t r0 = t * per_task, h = std::min(per_task, rows - r0);
     const void* xt = byte_offset(x.data, r0 * cols, in_size);
@@ -929,7 +941,7 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
     const int64_t row_tasks = (rows + kTransposeRows - 1) / kTransposeRows;
     const int64_t col_tasks = (cols + 31) / 32;
     const size_t scale_size = dtype_size(out.scale_inv_t.dtype);
-#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelMin)
     for (int64_t rt = 0; rt < row_tasks; ++rt) {
       for (int64_t ct = 0; ct < col_tasks; ++ct) {
         const int64_t r0 = rt * kTransposeRows, c0 = ct * 32;
@@ -958,11 +970,11 @@ void quantize_transposed(const Kernels& k, Job j, const Tensor& x, const Quantiz
   base.block_h = block_h;
   const int threads = omp_get_max_threads();
   if (threads > 1 && bands == 1 && block_w == 1 && chunks < 2 * threads &&
-      cols <= kMaxSlabColumns && rows > kTile && rows * cols > kParallelElements) {
+      cols <= kMaxSlabColumns && rows > kTile && rows * cols > kParallelMin) {
     quantize_transposed_slabs(k, j, base, chunks, task_w, threads);
     return;
   }
-#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelElements)
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > kParallelMin)
   for (int64_t b = 0; b < tasks; ++b) {
     for (int64_t c = 0; c < chunks; ++c) {
       TransposedTask task = base;
@@ -1013,7 +1025,7 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
   j.count = false;  // counts are for data only
   const ColumnTasks tasks(x, out, grid);
   const int64_t block_h = tasks.block_h, chunks = tasks.chunks, bands = tasks.base.bands;
-  const bool parallel = rows * cols > kParallelElements;
+  const bool parallel = rows * cols > kParallelMin;
   if (bands > 1 || !parallel) {
 #pragma omp parallel for collapse(2) schedule(static) if (parallel)
     for (int64_t band = 0; band < bands; ++band) {
@@ -1104,7 +1116,7 @@ void quantize_rows_and_columns(const Kernels& k, const Job& j, const Tensor& x,
   jc.count = false;  // counts are for data only
   const ColumnTasks tasks(x, out, grid);
   const int64_t block_h = tasks.block_h, chunks = tasks.chunks, bands = tasks.base.bands;
-  const bool parallel = rows * cols > kParallelElements;
+  const bool parallel = rows * cols > kParallelMin;
   uint32_t amax_bits = 0;
   uint64_t saturated = 0, flushed = 0;
   if (bands > 1 || !parallel) {
@@ -1163,11 +1175,11 @@ void widen_codes(const Tensor& data, uint16_t* wide) {
   const int64_t n = data.numel();
   const auto* codes = data.as<const uint8_t>();
   const Fp8ToBf16 widen = fp8_to_bf16(data.dtype);
-  const int64_t chunks = (n + kParallelElements - 1) / kParallelElements;
+  const int64_t chunk = chunk_size(n), chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kParallelElements;
-    widen(codes + begin, wide + begin, std::min(kParallelElements, n - begin));
+    const int64_t begin = c * chunk;
+    widen(codes + begin, wide + begin, std::min(chunk, n - begin));
   }
 }
 
@@ -1233,7 +1245,7 @@ void dequantize(const Tensor& data, const Tensor& scale_inv, ScaleGrid grid, con
   const float* table = decode_table(data.dtype).data();
   const auto* d = data.as<uint8_t>();
   const bool to_bf16 = y.dtype == DType::bf16;
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelElements)
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t b = 0; b < scale_cols; ++b) {
       const int64_t index = r / block_rows * scale_cols + b;
