@@ -397,14 +397,15 @@ TEST_P(ScaledGemmOnDevice, EveryScaleGridMatchesFloat64WithinGammaOfTheSlices) {
 }
 
 // MX GEMMs shaped as the weight gradients whose A is the larger operand (M > N, K a multiple of
-// 32) take the AMX kernel where the CPU has it (their folded rows widened straight into its
-// layout: mx_on_amx in kernels/cpu/gemm_fp8_fused_cpu.cpp; kShapes has none of that shape),
-// elsewhere the oneDNN way of the other MX GEMMs: on every engine and path within the same bound
-// as above, and on AMX the same bits on 1 and 2 threads. K of 512 and 2048: AMX stores A's rows
-// a cache line apart.
+// 32 and at least 128: kAmxMinK) take the AMX kernel where the CPU has it (their folded rows
+// widened straight into its layout: mx_on_amx in kernels/cpu/gemm_fp8_fused_cpu.cpp; kShapes has
+// none of that shape), elsewhere the oneDNN way of the other MX GEMMs: on every engine and path
+// within the same bound as above, and on AMX the same bits on 1 and 2 threads. K of 512 and 2048:
+// AMX stores A's rows a cache line apart; K of 128: its rows and B's are each one run of codes,
+// widened in pieces.
 TEST(ScaledGemmCpu, MxWeightGradientsShapedForAmxMatchFloat64AndAreTheSameOnTwoThreads) {
   testing::Rng rng(testing::fresh_seed());
-  const Dims shapes[] = {{200, 70, 512}, {96, 33, 64}, {45, 20, 2048}};
+  const Dims shapes[] = {{200, 70, 512}, {96, 33, 128}, {45, 20, 2048}};
   int variant = 0;
   for (const Dims& s : shapes) {
     EXPECT_EQ(kernels::cpu::bf16_amx_gemm_takes(s.m, s.n, s.k),

@@ -43,6 +43,13 @@
 namespace octet::kernels::cpu {
 namespace {
 
+// Below this K the MX GEMMs leave the AMX kernel (mx_on_amx) to oneDNN's brgemm (on AMX too),
+// their operands folded as the other MX GEMMs' are: at `tiny` (K of 64) the kernel's per-tile
+// stores and epilogue, over two K steps, took 1.25-1.5x the oneDNN way's time, its widening
+// included (docs/perf/cpu-step.md, twenty-third session). The per-row GEMMs keep the kernel:
+// there the two ways were within 10% and the step did not gain.
+constexpr int64_t kAmxMinK = 128;
+
 // Passes over more elements than this run over the team (as kernels/cpu/quantize_cpu.cpp's
 // kParallelMin: a region costs about 2 us on a 2-vCPU guest, widening 8192 codes about 4).
 constexpr int64_t kParallelElements = int64_t{1} << 13;
@@ -743,14 +750,14 @@ void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
 }
 
 // MX operands (every scale an E8M0 per 32 of K) of a GEMM shaped as bf16_amx_gemm_takes has it
-// (A the larger operand: the weight gradients of qkv and gate/up): their rows are folded straight
-// into that kernel's layout, A's at its padded stride, and the bf16 GEMM runs as bf16's own
-// weight gradients do, on the AMX kernel rather than oneDNN's brgemm.
+// (A the larger operand: the weight gradients of qkv and gate/up), K at least kAmxMinK: their rows
+// are folded straight into that kernel's layout, A's at its padded stride, and the bf16 GEMM runs
+// as bf16's own weight gradients do, on the AMX kernel rather than oneDNN's brgemm.
 bool mx_on_amx(const OperandScales& sa, const OperandScales& sb, GemmDims d, const Loops& l) {
   const auto mx = [](const OperandScales& s) {
     return s.e8m0 && s.data != nullptr && s.block_rows == 1 && s.block_cols == 32;
   };
-  return mx(sa) && mx(sb) && d.k % 32 == 0 && l.widen_bf16_e8m0 != nullptr &&
+  return mx(sa) && mx(sb) && d.k % 32 == 0 && d.k >= kAmxMinK && l.widen_bf16_e8m0 != nullptr &&
          gemm_impl() == GemmImpl::onednn && bf16_amx_gemm_takes(d.m, d.n, d.k);
 }
 
