@@ -8,7 +8,7 @@
 //          fp8_gemm_path, set_fp8_gemm_path, Fp8FusedKind, fp8_gemm_fused_kind, Fp8Widen,
 //          fp8_to_bf16, fp8_to_f32, Fp8BlockGemm, fp8_block_gemm_available,
 //          fp8_block_gemm_uses_amx, fp8_block_gemm,
-//          kAlign, align_up
+//          kAlign, align_up, kParallelMin
 #pragma once
 
 #include <cstddef>
@@ -24,6 +24,13 @@ inline constexpr size_t kAlign = 64;
 inline size_t align_up(size_t x) {
   return (x + kAlign - 1) / kAlign * kAlign;
 }
+
+// Element-wise FP8 passes (the quantize, the GEMMs' widening and epilogues) over more elements
+// than this run over the OpenMP team, smaller ones on the calling thread. Waking a team that spins
+// between regions costs about 2 us on a 2-vCPU guest, an encode or widening of 8192 values about
+// 4-5 (at `tiny` 8 x 64, whose operands are 512 x 64, a threshold of 65536 left each of them to
+// one thread while the other spun: docs/perf/cpu-step.md, twenty-third session).
+inline constexpr int64_t kParallelMin = int64_t{1} << 13;
 
 // One f32 x f32 or bf16 x bf16 GEMM on plain row-major CPU memory, as every
 // engine takes it: C [m, n] = alpha * op(A) op(B) + beta * C with fp32

@@ -50,10 +50,6 @@ namespace {
 // there the two ways were within 10% and the step did not gain.
 constexpr int64_t kAmxMinK = 128;
 
-// Passes over more elements than this run over the team (as kernels/cpu/quantize_cpu.cpp's
-// kParallelMin: a region costs about 2 us on a 2-vCPU guest, widening 8192 codes about 4).
-constexpr int64_t kParallelElements = int64_t{1} << 13;
-
 // Each operand's scaled values stay within [2^-62, 2^48] in magnitude (smallest
 // subnormal code x smallest scale, largest code x largest scale): every folded bf16 or
 // f32 value is then normal, every product of two is a normal f32 at least 2^-124 (so
@@ -529,7 +525,7 @@ void widen_pair(const Loops& l, const uint8_t* a, DType a_dtype, int64_t a_n, fl
   const int64_t chunks = a_chunks + (b_n + kChunk - 1) / kChunk;
   const float* a_table = decode_table(a_dtype);
   const float* b_table = decode_table(b_dtype);
-#pragma omp parallel for schedule(static) if (a_n + b_n > kParallelElements)
+#pragma omp parallel for schedule(static) if (a_n + b_n > kParallelMin)
   for (int64_t c = 0; c < chunks; ++c) {
     const bool is_a = c < a_chunks;
     const int64_t begin = (is_a ? c : c - a_chunks) * kChunk;
@@ -568,13 +564,13 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
       if (k % 32 == 0) {
         constexpr int64_t kPiece = 2048;
         const int64_t n = rows * k, pieces = (n + kPiece - 1) / kPiece;
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
         for (int64_t p = 0; p < pieces; ++p) {
           const int64_t c0 = p * kPiece;
           l.widen_bf16_e8m0(src + c0, dst + c0, std::min(kPiece, n - c0), e8m0 + c0 / 32, e4m3);
         }
       } else {
-#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+#pragma omp parallel for schedule(static) if (rows * k > kParallelMin)
         for (int64_t r = 0; r < rows; ++r)
           l.widen_bf16_e8m0(src + r * k, dst + r * k, k, e8m0 + r * s.grid_cols, e4m3);
       }
@@ -597,7 +593,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
     // slice); pieces of kSlices blocks with their scales gathered, whatever the row boundaries.
     constexpr int64_t kSlices = 64;
     const int64_t blocks = rows * s.grid_cols, pieces = (blocks + kSlices - 1) / kSlices;
-#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+#pragma omp parallel for schedule(static) if (rows * k > kParallelMin)
     for (int64_t p = 0; p < pieces; ++p) {
       float scales[kSlices];
       const int64_t b0 = p * kSlices, count = std::min(kSlices, blocks - b0);
@@ -611,7 +607,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
     // Other K-split grids (blocks that do not tile the row, or span rows): each row's block
     // scales gathered, then one call per row and up to kSlices blocks.
     constexpr int64_t kSlices = 64;
-#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+#pragma omp parallel for schedule(static) if (rows * k > kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
       float scales[kSlices];
       for (int64_t x0 = 0; x0 < s.grid_cols; x0 += kSlices) {
@@ -623,7 +619,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
     }
     return;
   }
-#pragma omp parallel for schedule(static) if (rows * k > kParallelElements)
+#pragma omp parallel for schedule(static) if (rows * k > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t s0 = 0, slice = 0; s0 < k; s0 += s.block_cols, ++slice) {
       const int64_t w = std::min(s.block_cols, k - s0);
@@ -641,7 +637,7 @@ void widen(const Loops& l, const uint8_t* src, DType dtype, int64_t rows, int64_
 void epilogue(const Loops& l, const float* acc, const float* row_scale, const float* col_scale,
               float row, float beta, const Tensor& c, GemmDims d) {
   const bool bf16_out = c.dtype == DType::bf16;
-#pragma omp parallel for schedule(static) if (d.m * d.n > kParallelElements)
+#pragma omp parallel for schedule(static) if (d.m * d.n > kParallelMin)
   for (int64_t i = 0; i < d.m; ++i) {
     l.epilogue(acc + i * d.n, col_scale, d.n, row_scale != nullptr ? row_scale[i] : row, beta,
                bf16_out ? nullptr : c.as<float>() + i * d.n,
@@ -786,7 +782,7 @@ void run_mx_on_amx(const uint8_t* a8, DType a_dtype, const OperandScales& sa, co
     return run(o) ? (o.rows * d.k + kPiece - 1) / kPiece : o.rows;
   };
   const int64_t a_tasks = tasks(ops_ab[0]), all = a_tasks + tasks(ops_ab[1]);
-#pragma omp parallel for schedule(static) if ((d.m + d.n) * d.k > kParallelElements)
+#pragma omp parallel for schedule(static) if ((d.m + d.n) * d.k > kParallelMin)
   for (int64_t t = 0; t < all; ++t) {
     const Operand& o = ops_ab[t < a_tasks ? 0 : 1];
     const int64_t i = t < a_tasks ? t : t - a_tasks;

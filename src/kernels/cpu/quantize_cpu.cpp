@@ -45,13 +45,9 @@ namespace {
 
 constexpr uint32_t kInfBits = 0x7F800000u;
 constexpr uint32_t kQuietNanBits = 0x7FC00000u;
-// Tensors up to kParallelMin elements run on one thread; bigger ones over the team. Waking a
-// team that spins between regions costs about 2 us on a 2-vCPU guest, an encode of 8192 values
-// about 5 (at `tiny` 8 x 64, whose operands are 512 x 64, a threshold of 65536 left every
-// quantize to one thread while the other spun: docs/perf/cpu-step.md, twenty-third session).
+// Tensors up to kParallelMin elements (gemm_cpu.h) run on one thread, bigger ones over the team.
 // Per-tensor passes cut a tensor into chunks of up to kParallelElements, one or more a thread
 // (chunk_size); the results do not depend on the cut.
-constexpr int64_t kParallelMin = int64_t{1} << 13;
 constexpr int64_t kParallelElements = int64_t{1} << 16;
 // Transposed copy: x is read in kTile x kTile tiles (16 KiB of f32, L1-resident).
 constexpr int64_t kTile = 64;
