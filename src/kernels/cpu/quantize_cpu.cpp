@@ -679,7 +679,19 @@ struct Kernels {
   [[maybe_unused]] constexpr Kernels kKernels_##name = {amax_##name, encode_##name, band_##name,   \
                                                         transposed_##name, columns_##name};
 
-OCTET_QUANTIZE_VARIANT(baseline, Isa::baseline, )
+// On x86-64 the baseline variant serves only CPUs without AVX2 (before 2013) and the tests that
+// cap OCTET_CPU_ISA; every machine octet targets takes the AVX2 or AVX-512 one. GCC builds it at
+// -O2 there: at -O3 its inlined loops were 348 KB of the file's 1.42 MB of code (62 KB at -O2)
+// and about 15 s of its 65-90 s of compile time, the clean build's longest job. Its quantize
+// runs 3-4x slower at -O2, which only those CPUs and those tests see (docs/perf/build.md,
+// 2026-12-01). Elsewhere (aarch64) it is the only variant and keeps -O3.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OCTET_QUANTIZE_BASELINE_ATTRIBUTES __attribute__((optimize("O2")))
+#else
+#define OCTET_QUANTIZE_BASELINE_ATTRIBUTES
+#endif
+OCTET_QUANTIZE_VARIANT(baseline, Isa::baseline, OCTET_QUANTIZE_BASELINE_ATTRIBUTES)
+#undef OCTET_QUANTIZE_BASELINE_ATTRIBUTES
 #if defined(__x86_64__) && defined(__GNUC__)
 OCTET_QUANTIZE_VARIANT(avx2, Isa::avx2, __attribute__((target("avx2,fma,f16c,bmi2"))))
 OCTET_QUANTIZE_VARIANT(

@@ -16,8 +16,8 @@ namespace {
 
 // Threads per row. tests/kernels/test_cross_entropy.cpp bounds the error of the sum of
 // exp assuming at least 256 threads per row, at most 1024, and 16-byte packs.
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / 32;
+constexpr int kLossThreads = 512;
+constexpr int kWarps = kLossThreads / 32;
 
 // s, a sum of exp(x - m_old), re-expressed relative to m_new >= m_old. When the max did
 // not move the factor is exactly 1 and skipped; that also keeps m_old = m_new = -inf
@@ -61,7 +61,7 @@ __device__ __forceinline__ float grad_of(float x, float lse, bool is_target, flo
 // A row of V logits is split into a head of scalars up to the first 16-byte boundary,
 // packs of N = 16 / sizeof(A) elements, and a tail of fewer than N scalars (V need not
 // be a multiple of anything, so rows need not start aligned). Thread k takes head
-// element k, tail element k and packs k, k + kThreads, ...
+// element k, tail element k and packs k, k + kLossThreads, ...
 //
 // dlogits may be logits (then `packed_store` is true): every thread reads its elements
 // in the first pass, all threads meet at the block reduction, and in the second pass
@@ -71,7 +71,7 @@ __device__ __forceinline__ float grad_of(float x, float lse, bool is_target, flo
 // An out-of-range target cannot be reported from here without a host synchronisation:
 // its row gets a NaN loss and a NaN gradient, which the caller sees in the losses.
 template <typename A>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kLossThreads)
     cross_entropy_kernel(const A* logits, const int32_t* __restrict__ targets,
                          float* __restrict__ losses, A* dlogits, int64_t rows, int64_t vocab,
                          float grad_scale, bool packed_store) {
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads)
     // Pass 1: this thread's (max, sum of exp(x - max)), head, packs, tail in order.
     float m = -INFINITY, s = 0.0f;
     if (tid < head) accumulate<1>(m, s, {to_f32(x[tid])});
-    for (int64_t k = tid; k < packs; k += kThreads) {
+    for (int64_t k = tid; k < packs; k += kLossThreads) {
       const P p = xp[k];
       float v[N];
 #pragma unroll
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads)
       const float lse = row_lse;
       A* d = dlogits + row * vocab;
       if (tid < head) store(&d[tid], grad_of(to_f32(x[tid]), lse, tid == target, grad_scale));
-      for (int64_t k = tid; k < packs; k += kThreads) {
+      for (int64_t k = tid; k < packs; k += kLossThreads) {
         const P p = xp[k];
         const int64_t j0 = head + k * N;
         P out;
@@ -170,7 +170,7 @@ void launch(const Tensor& logits, const Tensor& targets, const Tensor& losses,
   const bool packed_store =
       d != nullptr && (reinterpret_cast<uintptr_t>(d) - reinterpret_cast<uintptr_t>(x)) % 16 == 0;
   const unsigned blocks = static_cast<unsigned>(rows < 0x7FFFFFFF ? rows : 0x7FFFFFFF);
-  launch_kernel(cross_entropy_kernel<A>, blocks, kThreads, 0, stream(), x,
+  launch_kernel(cross_entropy_kernel<A>, blocks, kLossThreads, 0, stream(), x,
                 targets.as<const int32_t>(), losses.as<float>(), d, rows, vocab, grad_scale,
                 packed_store);
   OCTET_CUDA_CHECK_LAUNCH("cross_entropy");

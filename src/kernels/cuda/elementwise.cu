@@ -10,7 +10,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kAddThreads = 256;
 
 // out may be a or b: every element is read and written by one thread, reads first.
 __global__ void add_kernel(const void* a, const void* b, void* out, bool bf16, int64_t n,
@@ -34,8 +34,8 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   OCTET_CUDA_CHECK("add", cudaSetDevice(a.device.index));
   const int64_t n = a.numel();
   const bool vec = aligned16(a.data) && aligned16(b.data) && aligned16(out.data);
-  launch_kernel(add_kernel, blocks_for((n + kGroup - 1) / kGroup, kThreads), kThreads, 0, stream(),
-                a.data, b.data, out.data, a.dtype == DType::bf16, n, vec);
+  launch_kernel(add_kernel, blocks_for((n + kGroup - 1) / kGroup, kAddThreads), kAddThreads, 0,
+                stream(), a.data, b.data, out.data, a.dtype == DType::bf16, n, vec);
   OCTET_CUDA_CHECK_LAUNCH("add");
 }
 

@@ -15,7 +15,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kEmbeddingThreads = 256;
 
 // Scatter-add: a block owns up to kScatterThreads * kScatterCols columns of one row (gridDim.y
 // covers wider rows); where it scans the ids for its tokens, it compares kScanStep per step.
@@ -262,8 +262,9 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   const int64_t tokens = ids.numel(), dim = table.cols();
   const int64_t groups = (dim + kGroup - 1) / kGroup;
   // Warps along the row, rows of small tables stacked along y to fill the block.
-  const int bx = static_cast<int>(groups >= kThreads ? kThreads : (groups + 31) / 32 * 32);
-  const dim3 block(bx, kThreads / bx);
+  const int bx =
+      static_cast<int>(groups >= kEmbeddingThreads ? kEmbeddingThreads : (groups + 31) / 32 * 32);
+  const dim3 block(bx, kEmbeddingThreads / bx);
   const bool vec = dim % kGroup == 0 && aligned16(table.data) && aligned16(out.data);
   launch_kernel(gather_kernel, blocks_for(tokens, static_cast<int>(block.y)), block, 0, stream(),
                 ids.as<const int32_t>(), table.data, table.dtype == DType::bf16, out.data,
@@ -285,14 +286,14 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
               " the CUDA kernel's static per-id state holds");
   if (tokens == 0) return;
   const int32_t* i = ids.as<const int32_t>();
-  const unsigned blocks = blocks_for(tokens, kThreads);
-  launch_kernel(segment_reset_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
+  const unsigned blocks = blocks_for(tokens, kEmbeddingThreads);
+  launch_kernel(segment_reset_kernel, blocks, kEmbeddingThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  launch_kernel(segment_count_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
+  launch_kernel(segment_count_kernel, blocks, kEmbeddingThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  launch_kernel(segment_place_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
+  launch_kernel(segment_place_kernel, blocks, kEmbeddingThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
-  launch_kernel(segment_fill_kernel, blocks, kThreads, 0, stream(), i, tokens, vocab);
+  launch_kernel(segment_fill_kernel, blocks, kEmbeddingThreads, 0, stream(), i, tokens, vocab);
   OCTET_CUDA_CHECK_LAUNCH(op);
   // One block per distinct id at most: blocks past the number of ids return at once.
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(slices));

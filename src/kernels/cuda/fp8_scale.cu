@@ -10,7 +10,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kScaleThreads = 128;
 
 __global__ void scales_kernel(const float* amax, float* scale, float* scale_inv, int64_t n,
                               float fp8_max, bool power_of_two) {
@@ -28,7 +28,7 @@ void fp8_scales_from_amax(const Tensor& amax, const Tensor& scale, const Tensor&
                           float fp8_max, bool power_of_two) {
   OCTET_CUDA_CHECK("fp8_scales_from_amax", cudaSetDevice(amax.device.index));
   const int64_t n = amax.numel();
-  launch_kernel(scales_kernel, blocks_for(n, kThreads), kThreads, 0, stream(),
+  launch_kernel(scales_kernel, blocks_for(n, kScaleThreads), kScaleThreads, 0, stream(),
                 amax.as<const float>(), scale.as<float>(), scale_inv.as<float>(), n, fp8_max,
                 power_of_two);
   OCTET_CUDA_CHECK_LAUNCH("fp8_scales_from_amax");

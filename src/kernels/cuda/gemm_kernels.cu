@@ -12,7 +12,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kGemmThreads = 256;
 
 // Scale-grid columns of an operand [rows, k]: ceil(k / block_cols), or 1 without a K split.
 __host__ __device__ int64_t grid_cols_of(const ScaleView& s) {
@@ -110,7 +110,7 @@ __global__ void scale_c_kernel(void* c, bool c_bf16, float beta, int64_t n) {
 
 void launch_row_scales(const ScaleView& s, int64_t out_rows, float* out) {
   if (out_rows == 0) return;
-  launch_kernel(row_scales_kernel, blocks_for(out_rows, kThreads), kThreads, 0, stream(), s,
+  launch_kernel(row_scales_kernel, blocks_for(out_rows, kGemmThreads), kGemmThreads, 0, stream(), s,
                 out_rows, out);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
@@ -118,8 +118,8 @@ void launch_row_scales(const ScaleView& s, int64_t out_rows, float* out) {
 void launch_vec128_scales(const ScaleView& s, int64_t out_rows, float* out) {
   const int64_t k_blocks = (s.k + 127) / 128;
   if (out_rows == 0 || k_blocks == 0) return;
-  launch_kernel(vec128_scales_kernel, blocks_for(k_blocks * out_rows, kThreads), kThreads, 0,
-                stream(), s, out_rows, k_blocks, out);
+  launch_kernel(vec128_scales_kernel, blocks_for(k_blocks * out_rows, kGemmThreads), kGemmThreads,
+                0, stream(), s, out_rows, k_blocks, out);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 
@@ -128,8 +128,8 @@ void launch_blk128_scales(const ScaleView& s, float* out) {
   const int64_t l4 = (k_blocks + 3) / 4 * 4;
   const int64_t n = (s.rows + 127) / 128 * l4;
   if (n == 0) return;
-  launch_kernel(blk128_scales_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), s, k_blocks,
-                l4, out);
+  launch_kernel(blk128_scales_kernel, blocks_for(n, kGemmThreads), kGemmThreads, 0, stream(), s,
+                k_blocks, l4, out);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 
@@ -137,21 +137,22 @@ void launch_dequantize_operand(const uint8_t* x, bool e5m2, const ScaleView& s, 
                                bool out_bf16) {
   const int64_t n = s.rows * s.k;
   if (n == 0) return;
-  launch_kernel(dequantize_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), x, e5m2, s, out,
-                out_bf16);
+  launch_kernel(dequantize_kernel, blocks_for(n, kGemmThreads), kGemmThreads, 0, stream(), x, e5m2,
+                s, out, out_bf16);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 
 void launch_store_accumulator(const float* acc, void* c, bool c_bf16, float beta, int64_t n) {
   if (n == 0) return;
-  launch_kernel(store_accumulator_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), acc, c,
-                c_bf16, beta, n);
+  launch_kernel(store_accumulator_kernel, blocks_for(n, kGemmThreads), kGemmThreads, 0, stream(),
+                acc, c, c_bf16, beta, n);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 
 void launch_scale_c(void* c, bool c_bf16, float beta, int64_t n) {
   if (n == 0) return;
-  launch_kernel(scale_c_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), c, c_bf16, beta, n);
+  launch_kernel(scale_c_kernel, blocks_for(n, kGemmThreads), kGemmThreads, 0, stream(), c, c_bf16,
+                beta, n);
   OCTET_CUDA_CHECK_LAUNCH("gemm");
 }
 

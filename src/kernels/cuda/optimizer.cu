@@ -14,7 +14,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kOptimizerThreads = 256;
 // Sums use a fixed grid and add the per-block partials in block order in the last
 // block to finish, so the result is the same bits on every run. The partials are static
 // (one copy per device), so sums must run on one stream at a time (claim_static_scratch).
@@ -45,7 +45,7 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
   }
 }
 
-__device__ __forceinline__ double load(const void* x, bool bf16, int64_t i) {
+__device__ __forceinline__ double load_double(const void* x, bool bf16, int64_t i) {
   return bf16 ? bf16_to_f32(static_cast<const uint16_t*>(x)[i]) : static_cast<const float*>(x)[i];
 }
 
@@ -55,17 +55,17 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
   double sum = 0.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const double v = load(x, bf16, i);
+    const double v = load_double(x, bf16, i);
     sum += square ? v * v : v;
   }
-  __shared__ double warp_sums[kThreads / 32];
+  __shared__ double warp_sums[kOptimizerThreads / 32];
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
   __shared__ bool last;
   if (threadIdx.x == 0) {
     double block = 0.0;
-    for (int w = 0; w < kThreads / 32; ++w) block += warp_sums[w];
+    for (int w = 0; w < kOptimizerThreads / 32; ++w) block += warp_sums[w];
     g_partials[blockIdx.x] = block;
     __threadfence();
     last = atomicAdd(&g_blocks_done, 1u) == gridDim.x - 1;
@@ -86,8 +86,8 @@ __global__ void sum_kernel(const void* x, bool bf16, int64_t n, bool square, dou
 void launch_sum(const Tensor& x, const Tensor& out, bool square, double scale) {
   OCTET_CUDA_CHECK(square ? "sum_of_squares" : "add_scaled_sum", cudaSetDevice(out.device.index));
   claim_static_scratch(square ? "sum_of_squares" : "add_scaled_sum");
-  launch_kernel(sum_kernel, kSumBlocks, kThreads, 0, stream(), x.data, x.dtype == DType::bf16,
-                x.numel(), square, scale, out.as<float>());
+  launch_kernel(sum_kernel, kSumBlocks, kOptimizerThreads, 0, stream(), x.data,
+                x.dtype == DType::bf16, x.numel(), square, scale, out.as<float>());
   OCTET_CUDA_CHECK_LAUNCH(square ? "sum_of_squares" : "add_scaled_sum");
 }
 
@@ -102,8 +102,9 @@ void adamw_step(const Tensor& param, const Tensor& grad, const Tensor& m, const 
   const float bias1 = 1.0f - static_cast<float>(std::pow(double{s.beta1}, double(s.step)));
   const float bias2 = 1.0f - static_cast<float>(std::pow(double{s.beta2}, double(s.step)));
   const int64_t n = param.numel();
-  launch_kernel(adamw_kernel, blocks_for(n, kThreads), kThreads, 0, stream(), param.as<float>(),
-                grad.as<const float>(), m.as<float>(), v.as<float>(), n, s, bias1, bias2, decay,
+  launch_kernel(adamw_kernel, blocks_for(n, kOptimizerThreads), kOptimizerThreads, 0, stream(),
+                param.as<float>(), grad.as<const float>(), m.as<float>(), v.as<float>(), n, s,
+                bias1, bias2, decay,
                 s.max_grad_norm > 0.0f ? grad_sum_sq.as<const float>() : nullptr);
   OCTET_CUDA_CHECK_LAUNCH("adamw");
 }

@@ -18,6 +18,11 @@ constexpr uint32_t kInfBits = 0x7F800000u;
 constexpr uint32_t kQuietNanBits = 0x7FC00000u;
 constexpr int kThreads = 256;  // every quantize kernel runs 256-thread blocks
 
+// Whether a pointer is a multiple of `bytes`: the host's check before a kernel's vector loads.
+inline bool aligned(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 // Cross-block state of one quantize call, in static device memory (kernels never
 // allocate). Between calls every field is zero except `scale`: the last block of each
 // reducing kernel reads and clears it (block_finish), so calls must be stream-ordered,

@@ -25,10 +25,6 @@ unsigned one_round(int64_t n, int64_t per_block) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < (1 << 30) ? blocks : (1 << 30)));
 }
 
-bool aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 struct FlatArgs {
   const void* x;
   int64_t n;

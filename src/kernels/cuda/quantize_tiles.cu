@@ -300,10 +300,6 @@ __global__ void __launch_bounds__(kThreads)
   block_finish(f, c, m, 0, 0);
 }
 
-bool aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 int64_t tiles_of(int64_t n) {
   return (n + kTile - 1) / kTile;
 }

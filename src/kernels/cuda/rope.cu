@@ -10,7 +10,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kRopeThreads = 256;
 // Heads whose elements a thread loads before it stores any: independent loads in flight.
 constexpr int kHeadBatch = 4;
 
@@ -68,8 +68,8 @@ void rope(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, int64_t head_d
   OCTET_CHECK(n_heads + n_kv_heads <= (int64_t{1} << 30) && head_dim <= (int64_t{1} << 30), op,
               "n_heads=", n_heads, ", n_kv_heads=", n_kv_heads, " and head_dim=", head_dim,
               " are beyond what the CUDA kernel indexes with int");
-  const int bx = static_cast<int>(half < kThreads ? half : kThreads);
-  const dim3 block(bx, kThreads / bx);
+  const int bx = static_cast<int>(half < kRopeThreads ? half : kRopeThreads);
+  const dim3 block(bx, kRopeThreads / bx);
   launch_kernel(rope_kernel, blocks_for(qkv.rows(), static_cast<int>(block.y)), block, 0, stream(),
                 qkv.data, qkv.dtype == DType::bf16, qkv.rows(),
                 static_cast<int>(n_heads + n_kv_heads), qkv.cols(), static_cast<int>(head_dim),

@@ -13,7 +13,7 @@
 namespace octet::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kSwigluThreads = 256;
 
 // The elements are processed N at a time: item i is row t = i / (F / N), elements
 // [c, c + N) of it with c = (i mod (F / N)) N. The caller picks N = 1 unless F is a
@@ -85,11 +85,11 @@ void launch_forward(const Tensor& gate_up, const Tensor& out) {
   const A* x = gate_up.as<const A>();
   A* y = out.as<A>();
   if (use_packs<A>(hidden, x, y, nullptr)) {
-    launch_kernel(swiglu_forward_kernel<A, n>, blocks_for(rows * hidden / n, kThreads), kThreads, 0,
-                  stream(), x, y, rows, hidden);
+    launch_kernel(swiglu_forward_kernel<A, n>, blocks_for(rows * hidden / n, kSwigluThreads),
+                  kSwigluThreads, 0, stream(), x, y, rows, hidden);
   } else {
-    launch_kernel(swiglu_forward_kernel<A, 1>, blocks_for(rows * hidden, kThreads), kThreads, 0,
-                  stream(), x, y, rows, hidden);
+    launch_kernel(swiglu_forward_kernel<A, 1>, blocks_for(rows * hidden, kSwigluThreads),
+                  kSwigluThreads, 0, stream(), x, y, rows, hidden);
   }
   OCTET_CUDA_CHECK_LAUNCH("swiglu_forward");
 }
@@ -102,11 +102,11 @@ void launch_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dg
   const A* x = gate_up.as<const A>();
   A* dx = dgate_up.as<A>();
   if (use_packs<A>(hidden, d, x, dx)) {
-    launch_kernel(swiglu_backward_kernel<A, n>, blocks_for(rows * hidden / n, kThreads), kThreads,
-                  0, stream(), d, x, dx, rows, hidden);
+    launch_kernel(swiglu_backward_kernel<A, n>, blocks_for(rows * hidden / n, kSwigluThreads),
+                  kSwigluThreads, 0, stream(), d, x, dx, rows, hidden);
   } else {
-    launch_kernel(swiglu_backward_kernel<A, 1>, blocks_for(rows * hidden, kThreads), kThreads, 0,
-                  stream(), d, x, dx, rows, hidden);
+    launch_kernel(swiglu_backward_kernel<A, 1>, blocks_for(rows * hidden, kSwigluThreads),
+                  kSwigluThreads, 0, stream(), d, x, dx, rows, hidden);
   }
   OCTET_CUDA_CHECK_LAUNCH("swiglu_backward");
 }
