@@ -109,9 +109,10 @@ struct ColumnsTask {
   void* scale_inv_t;  // [cols, bands]
   int64_t bands, band;
   // One band split over slabs of rows (the row grid): `maxima` max-es the slab's column maxima
-  // into col_max (column c0 + i at col_max[c0 - col_max_c0 + i], every slab's) and stops;
-  // `encode` takes the band's maxima from there, and writes scale_inv_t only where
-  // writes_scales (one slab).
+  // into col_max (column c0 + i at col_max[c0 - col_max_c0 + i]), a thread's own array that no
+  // other thread touches until the thread max-es it into the band's (max_into_shared) after its
+  // last slab, and stops; `encode` takes the band's maxima from there, and writes scale_inv_t
+  // only where writes_scales (one slab).
   enum class Split : uint8_t { none, maxima, encode } split = Split::none;
   uint32_t* col_max = nullptr;
   int64_t col_max_c0 = 0;  // the column col_max[0] holds
@@ -585,7 +586,8 @@ struct Columns {
       max_column_magnitude_bits<kColumnChunk>(x + t.r0 * t.cols + t.c0, t.cols, t.h, t.w, col_max);
     }
     if (t.split == Split::maxima) {
-      max_into_shared(col_max, t.w, t.col_max + (t.c0 - t.col_max_c0));
+      uint32_t* __restrict mine = t.col_max + (t.c0 - t.col_max_c0);
+      for (int64_t c = 0; c < t.w; ++c) mine[c] = std::max(mine[c], col_max[c]);
       return;
     }
     uint32_t bound = 0;  // bounds |x| in the task: the encoders' NaN select
@@ -1055,22 +1057,28 @@ void quantize_columns(const Kernels& k, Job j, const Tensor& x, const QuantizeOu
   for (int64_t g0 = 0; g0 < chunks; g0 += kGroup) {
     const int64_t g1 = std::min(chunks, g0 + kGroup);
     std::fill_n(col_max, kMaxSlabColumns, 0u);
-    auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split) {
+    const int64_t width = std::min(cols, g1 * kColumnChunk) - g0 * kColumnChunk;
+    auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split, uint32_t* maxima) {
       ColumnsTask t = tasks.at(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
       t.split = split;
-      t.col_max = col_max;
+      t.col_max = maxima;
       t.col_max_c0 = g0 * kColumnChunk;
       t.writes_scales = slab == 0;
       k.columns(j, t);
     };
 #pragma omp parallel num_threads(threads)
     {
+      // This thread's column maxima, max-ed into the band's once after its last slab.
+      alignas(64) uint32_t mine[kMaxSlabColumns];
+      std::fill_n(mine, width, 0u);
+#pragma omp for collapse(2) schedule(static) nowait
+      for (int64_t slab = 0; slab < slabs; ++slab)
+        for (int64_t c = g0; c < g1; ++c) slab_task(slab, c, ColumnsTask::Split::maxima, mine);
+      max_into_shared(mine, width, col_max);
+#pragma omp barrier
 #pragma omp for collapse(2) schedule(static)
       for (int64_t slab = 0; slab < slabs; ++slab)
-        for (int64_t c = g0; c < g1; ++c) slab_task(slab, c, ColumnsTask::Split::maxima);
-#pragma omp for collapse(2) schedule(static)
-      for (int64_t slab = 0; slab < slabs; ++slab)
-        for (int64_t c = g0; c < g1; ++c) slab_task(slab, c, ColumnsTask::Split::encode);
+        for (int64_t c = g0; c < g1; ++c) slab_task(slab, c, ColumnsTask::Split::encode, col_max);
     }
   }
 }
@@ -1148,16 +1156,21 @@ void quantize_rows_and_columns(const Kernels& k, const Job& j, const Tensor& x,
   const int64_t slabs = (rows + slab_h - 1) / slab_h;
   alignas(64) uint32_t col_max[kMaxSlabColumns];
   std::fill_n(col_max, cols, 0u);
-  auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split) {
+  auto slab_task = [&](int64_t slab, int64_t c, ColumnsTask::Split split, uint32_t* maxima) {
     ColumnsTask t = tasks.at(slab * slab_h, std::min(slab_h, rows - slab * slab_h), c);
     t.split = split;
-    t.col_max = col_max;
+    t.col_max = maxima;
     t.writes_scales = slab == 0;
     return t;
   };
 #pragma omp parallel num_threads(threads)
   {
-#pragma omp for schedule(static) reduction(max : amax_bits) reduction(+ : saturated, flushed)
+    // This thread's column maxima, max-ed into the band's once after its last slab: a
+    // compare-and-swap per column per slab on the shared row took most of a 512 x 64 copy's time
+    // on two threads (docs/perf/cpu-step.md, twenty-fourth session).
+    alignas(64) uint32_t mine[kMaxSlabColumns];
+    std::fill_n(mine, cols, 0u);
+#pragma omp for schedule(static) reduction(max : amax_bits) reduction(+ : saturated, flushed) nowait
     for (int64_t slab = 0; slab < slabs; ++slab) {
       Stats s;
       quantize_row_range(k, j, x, out, slab * slab_h, std::min(slab_h, rows - slab * slab_h),
@@ -1166,13 +1179,15 @@ void quantize_rows_and_columns(const Kernels& k, const Job& j, const Tensor& x,
       saturated += s.saturated;
       flushed += s.flushed;
       for (int64_t c = 0; c < chunks; ++c) {
-        k.columns(jc, slab_task(slab, c, ColumnsTask::Split::maxima));
+        k.columns(jc, slab_task(slab, c, ColumnsTask::Split::maxima, mine));
       }
     }
+    max_into_shared(mine, cols, col_max);
+#pragma omp barrier
 #pragma omp for collapse(2) schedule(static)
     for (int64_t slab = 0; slab < slabs; ++slab)
       for (int64_t c = 0; c < chunks; ++c)
-        k.columns(jc, slab_task(slab, c, ColumnsTask::Split::encode));
+        k.columns(jc, slab_task(slab, c, ColumnsTask::Split::encode, col_max));
   }
   st = {amax_bits, saturated, flushed};
 }
