@@ -705,7 +705,9 @@ TEST(CpuFp8FusedGemm, TakesTheWayItsScalesAllowAndFallsBackOutOfRange) {
 // AMX for K slices), and every other way multiplies them made K-major.
 // Every grid kind (per tensor, rows, rows folded, K slices, MX folded, out of range), both
 // paths, every instruction-set level this machine has; K not a multiple of AMX's 32 (padded
-// pairs), N not of the 32-column panel, and a K of 512 (AMX pads A's rows by a cache line).
+// pairs), N not of the 32-column panel, a K of 512 (AMX pads A's rows by a cache line), and a K
+// of 2048, where oneDNN's matmul sums A stored [K, M] in another order than A [M, K] (most of
+// C's last bits differ: docs/perf/cpu-step.md, 2026-12-02), so that no way hands it such A.
 TEST(CpuFp8FusedGemm, AAndBStoredKFirstGiveTheKMajorBitsOnEveryWay) {
   testing::Rng rng(testing::fresh_seed());
   EngineGuard engine_guard;
@@ -719,7 +721,8 @@ TEST(CpuFp8FusedGemm, AAndBStoredKFirstGiveTheKMajorBitsOnEveryWay) {
                                 {33, 70, 256},
                                 {1, 1, 16},
                                 {130, 64, 208},
-                                {33, 70, 512}}) {
+                                {33, 70, 512},
+                                {40, 48, 2048}}) {
     auto make = [&](ScaleGrid ga, ScaleGrid gb) {
       return ScaledGemm{random_operand(DType::e4m3, m, k, ga, rng),
                         random_operand(DType::e5m2, n, k, gb, rng),
@@ -735,6 +738,13 @@ TEST(CpuFp8FusedGemm, AAndBStoredKFirstGiveTheKMajorBitsOnEveryWay) {
     gemms.push_back(tiny);
     gemms.push_back(make(kTiles, kBlocks));
     gemms.push_back(make(kMx, kMx));
+    // A weight gradient's f32 C (beta 1), whose last bits a bf16 C would round away.
+    ScaledGemm wgrad = make(kRow, kRow), wgrad_slices = make(kTiles, kTiles);
+    for (ScaledGemm* g : {&wgrad, &wgrad_slices}) {
+      g->c0 = random_c(DType::f32, m, n, rng);
+      g->beta = 1.0f;
+      gemms.push_back(*g);
+    }
   }
   for (const char* isa : {"amx", "avx512", "avx2", "baseline"}) {
     const testing::ScopedEnv level("OCTET_CPU_ISA", isa);
