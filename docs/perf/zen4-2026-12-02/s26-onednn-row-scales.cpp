@@ -1,25 +1,15 @@
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <dnnl.hpp>
-#include <string>
-#include <unordered_map>
-#include <vector>
-using namespace dnnl;
-using dt = memory::data_type;
+// s26-onednn-row-scales.cpp: see README.md (twenty-sixth session).
+#include "s26-onednn-time.h"
+
 int main() {
-  engine eng(engine::kind::cpu, 0);
-  stream s(eng);
-  struct Sh {
-    int m, n, k;
-    dt cdt;
-    float beta;
-  };
-  for (Sh sh : {Sh{2048, 1376, 256, dt::bf16, 0.f}, Sh{2048, 512, 256, dt::bf16, 0.f},
-                Sh{2048, 256, 256, dt::bf16, 0.f}, Sh{2048, 256, 1376, dt::bf16, 0.f},
-                Sh{2048, 688, 256, dt::bf16, 0.f}, Sh{1376, 256, 2048, dt::f32, 1.f},
-                Sh{256, 256, 2048, dt::f32, 1.f}, Sh{512, 352, 64, dt::bf16, 0.f},
-                Sh{512, 64, 64, dt::bf16, 0.f}}) {
+  Cpu cpu;
+  engine& eng = cpu.eng;
+  stream& s = cpu.s;
+  for (Gemm sh : {Gemm{2048, 1376, 256, dt::bf16, 0.f}, Gemm{2048, 512, 256, dt::bf16, 0.f},
+                  Gemm{2048, 256, 256, dt::bf16, 0.f}, Gemm{2048, 256, 1376, dt::bf16, 0.f},
+                  Gemm{2048, 688, 256, dt::bf16, 0.f}, Gemm{1376, 256, 2048, dt::f32, 1.f},
+                  Gemm{256, 256, 2048, dt::f32, 1.f}, Gemm{512, 352, 64, dt::bf16, 0.f},
+                  Gemm{512, 64, 64, dt::bf16, 0.f}}) {
     int M = sh.m, N = sh.n, K = sh.k;
     std::vector<uint16_t> A(M * K, 0x3f80), B(N * K, 0x3f80);
     std::vector<float> C(M * N, 0), acc(M * N, 0);
@@ -56,19 +46,7 @@ int main() {
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = csm;
         args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1] = rsm;
       }
-      for (int w = 0; w < 3; w++) {
-        mm.execute(s, args);
-      }
-      s.wait();
-      double best = 1e9;
-      for (int r = 0; r < 7; r++) {
-        auto t0 = std::chrono::steady_clock::now();
-        for (int w = 0; w < 5; w++) mm.execute(s, args);
-        s.wait();
-        double t =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 5 * 1e3;
-        if (t < best) best = t;
-      }
+      const double best = best_ms(mm, s, args);
       printf("%dx%dx%d way %d %s: %.3f ms\n", M, N, K, way, pd.impl_info_str(), best);
       fflush(stdout);
     }
