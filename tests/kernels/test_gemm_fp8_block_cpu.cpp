@@ -160,7 +160,8 @@ class CpuFp8BlockGemm : public ::testing::TestWithParam<const char*> {};
 
 // M not a multiple of the 8-row tile nor of AMX's 32, N not of the 32-column panel, K not of
 // the slice nor of AMX's 32-wide step (and odd: the last K pair is padded), one element, the
-// block recipe's own 128 slices, and K long enough for AMX to pad A's rows.
+// block recipe's own 128 slices, K long enough for AMX to pad A's rows, and A widened a task at
+// a time.
 TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAndTwoThreads) {
   const testing::ScopedEnv isa("OCTET_CPU_ISA", GetParam());
   if (!kernels::cpu::fp8_block_gemm_available()) GTEST_SKIP() << "this CPU has no AVX512_BF16";
@@ -183,6 +184,10 @@ TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAnd
       // lda); one slice (the row recipe's) and B larger than A (the panels before the tiles).
       {40, 70, 512, 512, DType::e4m3, DType::e4m3, DType::bf16, 1.0f, 0.0f},
       {35, 100, 1024, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.5f},
+      // AVX-512: A larger than B and 64 rows a thread, A widened by the tasks (block_tasks): the
+      // last task's rows partly past M, K unpadded (one run of codes) and odd (row by row).
+      {200, 70, 256, 128, DType::e4m3, DType::e5m2, DType::f32, 1.0f, 0.5f},
+      {150, 40, 131, 128, DType::e5m2, DType::e4m3, DType::bf16, -0.5f, 1.0f},
   };
   for (const Case& t : cases) {
     // Which kernel runs this case: AMX's takes slices that are whole 32-wide steps.

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <omp.h>
+
 #include "core/convert.h"
 #include "core/error.h"
 #include "kernels/cpu/amx_tiles.h"
@@ -35,6 +37,9 @@ constexpr int64_t kMr = 8;
 // B: four of the eight tile registers accumulate) and K per step (one tile row: 64 bytes).
 constexpr int64_t kAmxRows = 32;
 constexpr int64_t kAmxK = 32;
+// Rows of A a task of the AVX-512 kernel widens and runs every panel against (block_tasks): one
+// 64 x 64 tile of A stored [k, m] wide (widen_a_tile).
+constexpr int64_t kBlockRows = 64;
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
 }
@@ -210,18 +215,19 @@ OCTET_AVX512_BF16 void pack_panel(const uint32_t* rows, int64_t pairs, uint32_t*
     for (int64_t c = 0; c < kNr; ++c) out[p * kNr + c] = rows[c * pairs + p];
 }
 
-// A stored [k, m] as FP8 codes: its 64 x 64 tile (mt, kt) transposed in L1 (codes [k0, k0 + h) x
-// [m0, m0 + w) as stored), tile row c widened into row m0 + c of op(A) in a16 where it lies.
+// A stored [k, m] as FP8 codes: the codes [k0, k0 + h) x [m0, m0 + w) as stored (k0 = 64 kt,
+// w <= 64) transposed in L1, tile row c widened into columns [k0, k0 + h) of row c of `rows`
+// (op(A)'s row m0 + c, at row stride lda).
 OCTET_AVX512_BF16 void widen_a_tile(const uint8_t* a, int64_t m, int64_t k, const uint16_t* table,
-                                    int64_t mt, int64_t kt, uint16_t* a16, int64_t lda) {
+                                    int64_t m0, int64_t w, int64_t kt, uint16_t* rows,
+                                    int64_t lda) {
   alignas(64) uint8_t tile[64 * 64];
-  const int64_t m0 = mt * 64, k0 = kt * 64;
-  const int64_t h = std::min<int64_t>(64, k - k0), w = std::min<int64_t>(64, m - m0);
+  const int64_t k0 = kt * 64, h = std::min<int64_t>(64, k - k0);
   avx512::transpose_tile64(a + k0 * m + m0, m, h, w, tile, 64);
   __m512i t[4];
   avx512::load_widen_table(table, t);
   for (int64_t c = 0; c < w; ++c) {
-    uint16_t* out = a16 + (m0 + c) * lda + k0;
+    uint16_t* out = rows + c * lda + k0;
     for (int64_t i = 0; i < h; i += 32) {
       const __mmask32 mask = h - i >= 32 ? ~__mmask32{0} : (__mmask32{1} << (h - i)) - 1;
       _mm512_mask_storeu_epi16(out + i, mask, avx512::widen32(tile + c * 64 + i, mask, t));
@@ -265,18 +271,68 @@ OCTET_AVX512_BF16 void pack_panel_kn(const void* b, const uint16_t* table, int64
   }
 }
 
+// Tile `tile` of C against panel `panel`, `a` the tile's kMr rows of bf16 A (row stride l.lda).
 OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l,
-                                      const uint16_t* a16, const uint32_t* panels,
+                                      const uint16_t* a, const uint32_t* panels,
                                       const float* col_scales, const float* row_scales,
                                       int64_t tile, int64_t panel) {
   __m512 main[kMr][2];
   const int64_t i0 = tile * kMr, j0 = panel * kNr;
-  block_tile(a16 + i0 * l.lda, l.lda, panels + panel * (l.kp / 2) * kNr, row_scales + i0 * l.slices,
+  block_tile(a, l.lda, panels + panel * (l.kp / 2) * kNr, row_scales + i0 * l.slices,
              col_scales + panel * l.slices * kNr, g.k, g.slice, l.slices, main);
   const size_t element = g.c_dtype == DType::f32 ? 4 : 2;
   void* c = static_cast<char*>(g.c) + static_cast<size_t>(i0 * g.n + j0) * element;
   store_tile(main, std::min(kMr, g.m - i0), std::min(kNr, g.n - j0), g.alpha, g.beta, c, g.c_dtype,
              g.n);
+}
+
+// Rows [r0, r0 + kBlockRows) of op(A), FP8 codes stored [m, k] or [k, m], widened into `out` at
+// row stride l.lda as block_tile reads them: zeros past K (to l.kp), and zero rows past M (to
+// l.mp).
+OCTET_AVX512_BF16 void widen_a_block(const Fp8BlockGemm& g, const BlockLayout& l, Fp8ToBf16 widen,
+                                     const uint16_t* table, int64_t r0, uint16_t* out) {
+  const int64_t rows = std::clamp<int64_t>(g.m - r0, 0, kBlockRows);
+  if (g.a_km) {
+    for (int64_t kt = 0; kt < (g.k + 63) / 64; ++kt) {
+      widen_a_tile(g.a, g.m, g.k, table, r0, rows, kt, out, l.lda);
+    }
+  } else if (l.lda == g.k) {
+    widen(g.a + r0 * g.k, out, rows * g.k);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) widen(g.a + (r0 + r) * g.k, out + r * l.lda, g.k);
+  }
+  for (int64_t r = 0; r < rows && l.kp != g.k; ++r) {
+    std::fill(out + r * l.lda + g.k, out + r * l.lda + l.kp, uint16_t{0});
+  }
+  const int64_t padded = std::min(kBlockRows, l.mp - r0);
+  if (padded > rows) std::fill_n(out + rows * l.lda, (padded - rows) * l.lda, uint16_t{0});
+}
+
+// Where A is the larger operand (a_per_task): tasks of kBlockRows rows of C, handed out as threads
+// come; the thread that takes one widens its rows of A into its own kBlockRows rows of a16 (32 KiB
+// at K = 256, kept in L1 and L2) and runs every panel against them, a panel's tiles in turn. A's
+// bf16 copy is never written whole and read back from memory panel by panel, and no pass over A
+// runs before the GEMM. Each element of C is still summed by one thread in one order.
+OCTET_AVX512_BF16 void block_tasks(const Fp8BlockGemm& g, const BlockLayout& l, Fp8ToBf16 widen_a,
+                                   const uint16_t* a_table, uint16_t* a16, const uint32_t* panels,
+                                   const float* col_scales, const float* row_scales,
+                                   bool parallel) {
+  const int64_t blocks = (l.mp + kBlockRows - 1) / kBlockRows, panel_count = l.np / kNr;
+#pragma omp parallel if (parallel)
+  {
+    uint16_t* mine = a16 + omp_get_thread_num() * kBlockRows * l.lda;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t r0 = b * kBlockRows, tiles = std::min(kBlockRows, l.mp - r0) / kMr;
+      widen_a_block(g, l, widen_a, a_table, r0, mine);
+      for (int64_t panel = 0; panel < panel_count; ++panel) {
+        for (int64_t t = 0; t < tiles; ++t) {
+          tile_and_store(g, l, mine + t * kMr * l.lda, panels, col_scales, row_scales, r0 / kMr + t,
+                         panel);
+        }
+      }
+    }
+  }
 }
 
 #ifdef OCTET_HAVE_AMX
@@ -451,6 +507,11 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   float *col_scales = buf.col_scales, *row_scales = buf.row_scales;
   const int64_t pairs = l.kp / 2, tiles = l.mp / kMr, panel_count = l.np / kNr;
   const bool big = g.m * g.k + g.n * g.k > (int64_t{1} << 16);
+  const bool parallel = g.m * g.n * g.k > (int64_t{1} << 18);
+  // A widened by the tasks that read it (block_tasks), where A is the larger operand and a16 has
+  // room for each thread's rows; otherwise whole, below.
+  const int64_t threads = parallel ? omp_get_max_threads() : 1;
+  const bool per_task = !amx && l.b_bytes <= l.a_bytes && l.mp >= threads * kBlockRows;
 
   // A and B widened to bf16 (exact), K padded to even and rows padded with zeros. B stored
   // [k, n] is widened as pack_panel_kn packs it, and padded there.
@@ -464,10 +525,11 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
   // A stored [k, m] is transposed by 64 x 64 tiles of codes as it is widened (below).
   const bool a_run = l.kp == g.k && l.lda == l.kp && !g.a_km, b_run = l.kp == g.k && !g.b_kn;
   constexpr int64_t kChunk = 8192;
-  const int64_t a_chunks = a_run ? (g.m * g.k + kChunk - 1) / kChunk : 0;
+  const int64_t a_chunks = a_run && !per_task ? (g.m * g.k + kChunk - 1) / kChunk : 0;
   const int64_t chunks = a_chunks + (b_run ? (g.n * g.k + kChunk - 1) / kChunk : 0);
-  const int64_t a_rows = a_run || g.a_km ? 0 : l.mp, rows = a_rows + (b_run || g.b_kn ? 0 : l.np);
-  const int64_t m_tiles = g.a_km ? (g.m + 63) / 64 : 0, k_tiles = (g.k + 63) / 64;
+  const int64_t a_rows = a_run || g.a_km || per_task ? 0 : l.mp;
+  const int64_t rows = a_rows + (b_run || g.b_kn ? 0 : l.np);
+  const int64_t m_tiles = g.a_km && !per_task ? (g.m + 63) / 64 : 0, k_tiles = (g.k + 63) / 64;
 #pragma omp parallel if (big)
   {
 #pragma omp for schedule(static) nowait
@@ -480,7 +542,9 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #pragma omp for collapse(2) schedule(static) nowait
     for (int64_t mt = 0; mt < m_tiles; ++mt) {
       for (int64_t kt = 0; kt < k_tiles; ++kt) {
-        widen_a_tile(g.a, g.m, g.k, a_table, mt, kt, a16, l.lda);
+        const int64_t m0 = mt * 64;
+        widen_a_tile(g.a, g.m, g.k, a_table, m0, std::min<int64_t>(64, g.m - m0), kt,
+                     a16 + m0 * l.lda, l.lda);
       }
     }
 #pragma omp for schedule(static)
@@ -496,8 +560,8 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
       }
     }
   }
-  if (a_run || g.a_km) std::fill(a16 + g.m * l.lda, a16 + l.mp * l.lda, uint16_t{0});
-  if (g.a_km && l.kp != g.k) {
+  if ((a_run || g.a_km) && !per_task) std::fill(a16 + g.m * l.lda, a16 + l.mp * l.lda, uint16_t{0});
+  if (g.a_km && l.kp != g.k && !per_task) {
     for (int64_t r = 0; r < g.m; ++r) std::fill(a16 + r * l.lda + g.k, a16 + r * l.lda + l.kp, 0);
   }
   if (l.kp == g.k && !g.b_kn) std::fill(b16 + g.n * l.kp, b16 + l.np * l.kp, uint16_t{0});
@@ -526,10 +590,13 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #ifdef OCTET_HAVE_AMX
   if (amx) return amx_tiles(g, l, a16, panels, col_scales, row_scales);
 #endif
-#pragma omp parallel for collapse(2) schedule(static) if (g.m * g.n * g.k > (int64_t{1} << 18))
+  if (per_task) {
+    return block_tasks(g, l, widen_a, a_table, a16, panels, col_scales, row_scales, parallel);
+  }
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
   for (int64_t panel = 0; panel < panel_count; ++panel) {
     for (int64_t tile = 0; tile < tiles; ++tile)
-      tile_and_store(g, l, a16, panels, col_scales, row_scales, tile, panel);
+      tile_and_store(g, l, a16 + tile * kMr * l.lda, panels, col_scales, row_scales, tile, panel);
   }
 #else
   (void)g;
