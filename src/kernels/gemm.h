@@ -69,8 +69,8 @@ void check_fp8_formats(DType a, DType b, int64_t k);
 
 // Whether `device`'s FP8 GEMM multiplies operands of `grid` stored K-first (A [K, M], B [K, N])
 // as they are, rather than making them K-major first: the CPU's block micro-kernel takes
-// per-row grids on AMX and 1xN f32 grids with AVX512_BF16 (not MX: its powers of two fold into
-// widened operands). Elsewhere such operands still multiply, transposed first. OCTET_CPU_ISA is
+// per-row and 1xN f32 grids with AVX512_BF16 (not MX: its powers of two fold into widened
+// operands). Elsewhere such operands still multiply, transposed first. OCTET_CPU_ISA is
 // read per call.
 bool fp8_gemm_reads_k_first(Device device, ScaleGrid grid);
 

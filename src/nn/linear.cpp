@@ -126,7 +126,7 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
     const bool with_transpose = true;  // every operand is read transposed by a backward GEMM
     const auto in_place = fp8::TransposedCopy::widened_in_place;
     // x's and dy's transposed copies (wgrad's B and A): on the CPU under 1xN grids that its FP8
-    // GEMM reads K-first (row on AMX, block's 1x128 with AVX512_BF16) kept in x's layout, which
+    // GEMM reads K-first (row's and block's 1x128 with AVX512_BF16) kept in x's layout, which
     // the quantize makes without transposes (fp8::TransposedCopy::columns_on_cpu); on the CPU
     // under per-tensor scales widened (transposed_copy).
     auto copy_of = [&](bool in_place_asked, fp8::Role role) {

@@ -960,12 +960,10 @@ TEST(CpuColumnCopies, GiveTheCodesCopiesBitsInAllThreeLayerGemms) {
         for (fp8::QuantizedTensor* q : {&qx, &qdy}) {
           const bool k_first = kernels::fp8_gemm_reads_k_first(Device::cpu(), q->grid());
           EXPECT_EQ(q->data_t_in_x_layout(), columns && k_first && !pow2);
-          // The block micro-kernel: per-row grids on AMX, 1xN ones with AVX512_BF16 (also
-          // under "amx" on a CPU without AMX, where that level is AVX-512's).
+          // The block micro-kernel: per-row and 1xN grids with AVX512_BF16 (also under "amx"
+          // on a CPU without AMX, where that level is AVX-512's).
           EXPECT_EQ(std::string(name) != "mx" && std::string(isa) != "avx2" &&
-                        kernels::cpu::fp8_block_gemm_available() &&
-                        (std::string(name) != "row" ||
-                         (std::string(isa) == "amx" && kernels::cpu::fp8_block_gemm_uses_amx(32))),
+                        kernels::cpu::fp8_block_gemm_available(),
                     k_first);
           const Shape want =
               q->data_t_in_x_layout() ? Shape{q->rows(), q->cols()} : Shape{q->cols(), q->rows()};

@@ -9,8 +9,9 @@
 //     kernels as a post-op, applied as they store C; its run-time output scales, which cost
 //     1.7-6.6x on the lent H200's AMX Xeon, only where brgemm declines);
 //   - per-row scales (which do not split K): one bf16 GEMM of the codes into f32 with alpha 1,
-//     then an epilogue C = (alpha sa_i) sb_j acc + beta C; on AMX the block micro-kernel
-//     below with one K slice, C = alpha ((sa_i sb_j) acc) + beta C as it stores;
+//     then an epilogue C = (alpha sa_i) sb_j acc + beta C; where the CPU has AVX512_BF16 (AMX
+//     or not) the block micro-kernel below with one K slice, C = alpha ((sa_i sb_j) acc) +
+//     beta C as it stores;
 //   (both with f32 operands instead of bf16 where the engine multiplies f32: onednn-f32;)
 //   - other scales that split K (block's f32 scales): where the CPU has AVX512_BF16, the
 //     micro-kernel of gemm_fp8_block_cpu.cpp (codes through vdpbf16ps per K slice, the
@@ -704,10 +705,12 @@ int64_t block_slice(GemmDims d, const GemmOptions& o) {
   return slice % 2 == 0 ? slice : 0;
 }
 
-// Scales per row on AMX (the row recipe) also take the block kernel, with one K slice
-// (K rounded up to AMX's 32-wide steps): C = alpha ((sa_i sb_j) acc) + beta C as it stores,
-// the reference path's order, with no f32 C and no epilogue pass over it. 0 where the grids
-// split K or are per tensor.
+// Scales per row (the row recipe) also take the block kernel where the CPU has AVX512_BF16, with
+// one K slice (K rounded up to AMX's 32-wide steps): C = alpha ((sa_i sb_j) acc) + beta C as it
+// stores, the reference path's order, with no f32 C and no epilogue pass over it, and x's and
+// dy's column copies read as stored (fp8_gemm_reads_k_first). Without AMX it took the row step
+// from 1.13x bf16's time to 1.06x at 256-wide once the kernel widened A a task at a time
+// (docs/perf/cpu-step.md, twenty-seventh session). 0 where the grids split K or are per tensor.
 int64_t row_slice(GemmDims d, const GemmOptions& o) {
   const bool split = (o.a_grid.block_cols != 0 && o.a_grid.block_cols < d.k) ||
                      (o.b_grid.block_cols != 0 && o.b_grid.block_cols < d.k);
@@ -813,8 +816,8 @@ Fp8ToF32 fp8_to_f32(DType dtype) {
 
 size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_dtype) {
   // The block micro-kernel's too, where the grids allow it (whether it runs is decided per call).
-  // Per-row grids take it only on AMX: no room for it on a CPU without.
-  const int64_t slice = block_slice(d, o), rows = hardware_has_amx_bf16() ? row_slice(d, o) : 0;
+  // Per-row grids take it with AVX512_BF16: no room for it on a CPU without.
+  const int64_t slice = block_slice(d, o), rows = hardware_has_avx512_bf16() ? row_slice(d, o) : 0;
   const size_t block = slice == 0 ? 0 : block_workspace_bytes(d, slice);
   const size_t row = rows == 0 ? 0 : block_workspace_bytes(d, rows);
   // MX on AMX (mx_on_amx; 0 without AMX or where A is not the larger operand).
@@ -824,9 +827,8 @@ size_t fp8_gemm_fused_workspace_bytes(GemmDims d, const GemmOptions& o, DType c_
 }
 
 bool fp8_gemm_reads_k_first(ScaleGrid grid) {
-  // 1xN f32 grids: block_slice's way (scaled_f32); per row: row_slice's, on AMX only.
-  if (grid.block_rows != 1 || grid.e8m0 || !fp8_block_gemm_available()) return false;
-  return grid.block_cols != 0 || fp8_block_gemm_uses_amx(32);  // any multiple of 32
+  // 1xN f32 grids: block_slice's way (scaled_f32); per row: row_slice's.
+  return grid.block_rows == 1 && !grid.e8m0 && fp8_block_gemm_available();
 }
 
 Fp8FusedKind fp8_gemm_fused_kind(const Tensor& a, const Tensor& b, const GemmOptions& o,
@@ -941,7 +943,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   }
   const bool per_tensor = sa.grid_rows == 1 && sb.grid_rows == 1;
   const int64_t rows = row_slice(d, o);
-  if (!per_tensor && rows != 0 && fp8_block_gemm_uses_amx(rows)) {
+  if (!per_tensor && rows != 0 && fp8_block_gemm_available()) {
     run_block_gemm(a, b, c, o, d, sa, sb, rows);
     return true;
   }
