@@ -308,11 +308,12 @@ OCTET_AVX512_BF16 void widen_a_block(const Fp8BlockGemm& g, const BlockLayout& l
   if (padded > rows) std::fill_n(out + rows * l.lda, (padded - rows) * l.lda, uint16_t{0});
 }
 
-// Where A is the larger operand (a_per_task): tasks of kBlockRows rows of C, handed out as threads
-// come; the thread that takes one widens its rows of A into its own kBlockRows rows of a16 (32 KiB
-// at K = 256, kept in L1 and L2) and runs every panel against them, a panel's tiles in turn. A's
-// bf16 copy is never written whole and read back from memory panel by panel, and no pass over A
-// runs before the GEMM. Each element of C is still summed by one thread in one order.
+// Where A is the larger operand (per_task in fp8_block_gemm): tasks of kBlockRows rows of C,
+// handed out as threads come; the thread that takes one widens its rows of A into its own
+// kBlockRows rows of a16 (32 KiB at K = 256, kept in L1 and L2) and runs every panel against them,
+// a panel's tiles in turn. A's bf16 copy is never written whole and read back from memory panel by
+// panel, and no pass over A runs before the GEMM. Each element of C is still summed by one thread
+// in one order.
 OCTET_AVX512_BF16 void block_tasks(const Fp8BlockGemm& g, const BlockLayout& l, Fp8ToBf16 widen_a,
                                    const uint16_t* a_table, uint16_t* a16, const uint32_t* panels,
                                    const float* col_scales, const float* row_scales,
