@@ -943,7 +943,11 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   }
   const bool per_tensor = sa.grid_rows == 1 && sb.grid_rows == 1;
   const int64_t rows = row_slice(d, o);
-  if (!per_tensor && rows != 0 && fp8_block_gemm_available()) {
+  // The workspace has room for it where fp8_gemm_fused_workspace_bytes saw AVX512_BF16
+  // (hardware_has_avx512_bf16, false in clang < 16 builds, where the kernel may still run):
+  // checked, so that a short one takes the epilogue way instead.
+  if (!per_tensor && rows != 0 && fp8_block_gemm_available() &&
+      o.workspace.nbytes() >= block_workspace_bytes(d, rows)) {
     run_block_gemm(a, b, c, o, d, sa, sb, rows);
     return true;
   }
