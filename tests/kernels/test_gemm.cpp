@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "gemm_testing.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/gemm.h"
 #include "testing.h"
 
@@ -542,14 +543,17 @@ TEST(CpuGemmEngine, AnEngineThisBuildOrCpuLacksIsRefused) {
   EXPECT_EQ(kernels::cpu::gemm_impl(), GemmImpl::reference);
 }
 
-// The default engine is the fastest that runs here: oneDNN's bf16 where it has one, else
-// oneDNN on f32 copies (an AVX2 CPU), else the reference.
+// The default engine is the fastest that runs here: oneDNN's bf16 where it has one and f32 FMAs
+// do not outrun the CPU's bf16 dot products, else oneDNN on f32 copies (an AVX2 CPU, or an Intel
+// one with AVX512_BF16 and no AMX), else the reference.
 TEST(CpuGemmEngine, TheDefaultIsOneThatRunsOnThisCpu) {
   const char* env = std::getenv("OCTET_CPU_GEMM");
   if (env != nullptr && *env != '\0') GTEST_SKIP() << "OCTET_CPU_GEMM=" << env << " chooses";
-  const GemmImpl expected = !kernels::cpu::onednn_available()       ? GemmImpl::reference
-                            : kernels::cpu::onednn_bf16_available() ? GemmImpl::onednn
-                                                                    : GemmImpl::onednn_f32;
+  const bool bf16 =
+      kernels::cpu::onednn_bf16_available() && !kernels::cpu::f32_fma_outruns_bf16_dot();
+  const GemmImpl expected = !kernels::cpu::onednn_available() ? GemmImpl::reference
+                            : bf16                            ? GemmImpl::onednn
+                                                              : GemmImpl::onednn_f32;
   EXPECT_EQ(kernels::cpu::gemm_impl(), expected);
 }
 

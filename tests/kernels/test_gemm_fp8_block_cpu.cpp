@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "gemm_testing.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/quantize_testing.h"
@@ -75,18 +76,21 @@ Operands random_operands(const Case& t, testing::Rng& rng) {
   return o;
 }
 
-// Runs the kernel on `threads` threads; C as f32 values.
-std::vector<float> run_block(const Case& t, const Operands& o, int threads) {
+// Runs the kernel on `threads` threads, multiplying as f32 FMAs or with vdpbf16ps; C as f32
+// values.
+std::vector<float> run_block(const Case& t, const Operands& o, int threads, bool f32 = false) {
   std::vector<float> c32 = o.c0;
   std::vector<uint16_t> c16(c32.size());
   for (size_t i = 0; i < c16.size(); ++i) c16[i] = f32_to_bf16(o.c0[i]);
   const bool bf16 = t.c_dtype == DType::bf16;
-  std::vector<char> workspace(kernels::cpu::fp8_block_gemm_workspace_bytes(t.m, t.n, t.k, t.slice));
+  std::vector<char> workspace(
+      kernels::cpu::fp8_block_gemm_workspace_bytes(t.m, t.n, t.k, t.slice, f32));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   kernels::cpu::fp8_block_gemm(
       {o.a.data(), t.a_dtype, o.b.data(), t.b_dtype, t.m, t.n, t.k, t.slice, o.sa.data(),
-       o.sb.data(), bf16 ? static_cast<void*>(c16.data()) : c32.data(), t.c_dtype, t.alpha, t.beta},
+       o.sb.data(), bf16 ? static_cast<void*>(c16.data()) : c32.data(), t.c_dtype, t.alpha, t.beta,
+       false, false, f32},
       workspace.data());
   omp_set_num_threads(saved);
   if (bf16) {
@@ -199,6 +203,14 @@ TEST_P(CpuFp8BlockGemm, MatchesFloat64WithinGammaOfTheSlicesAndIsTheSameOnOneAnd
     ASSERT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0)
         << t.describe() << ": 1 and 2 threads differ";
     expect_within_bound(t, o, one);
+    // Multiplying as f32 FMAs (Fp8BlockGemm::f32; AMX ignores it): every product of two FP8
+    // values is exact in fp32 and the FMAs add them odd K first, as vdpbf16ps does: the same
+    // bits, not merely within the bound.
+    for (int threads : {1, 2}) {
+      const std::vector<float> fma = run_block(t, o, threads, true);
+      ASSERT_EQ(std::memcmp(one.data(), fma.data(), one.size() * sizeof(float)), 0)
+          << t.describe() << ": f32 FMAs on " << threads << " threads differ from vdpbf16ps";
+    }
   }
 }
 
@@ -247,8 +259,11 @@ class CpuBf16WeightGradient : public ::testing::TestWithParam<const char*> {};
 TEST_P(CpuBf16WeightGradient,
        MatchesFloat64WithinGammaOfKOnAmxAndOneDnnAndAmxIsTheSameOnTwoThreads) {
   const testing::ScopedEnv isa("OCTET_CPU_ISA", GetParam());
-  if (kernels::cpu::gemm_impl() != kernels::cpu::GemmImpl::onednn)
-    GTEST_SKIP() << "the CPU GEMM engine is not oneDNN's bf16 matmul here";
+  if (!kernels::cpu::onednn_bf16_available())
+    GTEST_SKIP() << "oneDNN has no bf16 matmul here (or this octet has no oneDNN)";
+  // oneDNN's bf16 matmul, also where the default is onednn-f32 (f32_fma_outruns_bf16_dot).
+  EngineGuard engine;
+  kernels::cpu::set_gemm_impl(kernels::cpu::GemmImpl::onednn);
   const bool amx = std::string(GetParam()) == "amx";
   if (amx && !kernels::cpu::fp8_block_gemm_uses_amx(32))
     GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux refused its tile state)";

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/backends.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/isa.h"
 
 namespace octet::kernels::cpu {
 namespace {
@@ -37,7 +38,11 @@ GemmImpl impl_from_environment() {
   const std::string_view name = env ? env : "";
   if (name.empty()) {
     if (!onednn_available()) return GemmImpl::reference;
-    return onednn_bf16_available() ? GemmImpl::onednn : GemmImpl::onednn_f32;
+    // oneDNN 2.6 multiplies bf16 with vdpbf16ps where the CPU has it, at half the products a
+    // cycle of f32 FMAs on some CPUs (f32_fma_outruns_bf16_dot): there its f32 matmul on f32
+    // copies is the faster way.
+    return onednn_bf16_available() && !f32_fma_outruns_bf16_dot() ? GemmImpl::onednn
+                                                                  : GemmImpl::onednn_f32;
   }
   for (GemmImpl impl : {GemmImpl::onednn, GemmImpl::onednn_f32, GemmImpl::reference}) {
     if (name != gemm_impl_name(impl)) continue;

@@ -60,7 +60,8 @@ enum class GemmImpl : uint8_t {
 
 // The engine cpu::gemm uses now. On first use it is taken from the environment,
 // OCTET_CPU_GEMM=onednn|onednn-f32|reference, and otherwise is oneDNN where the build has it:
-// `onednn` where oneDNN multiplies bf16 on this CPU, else `onednn-f32`.
+// `onednn` where oneDNN multiplies bf16 on this CPU and that is not slower than f32 (isa.h's
+// f32_fma_outruns_bf16_dot), else `onednn-f32`.
 GemmImpl gemm_impl();
 // Chooses the engine for all later GEMMs (tests and `octet bench` use it); throws
 // octet::Error when oneDNN is asked for and this build has none, or `onednn` on a CPU where
@@ -148,13 +149,20 @@ struct Fp8BlockGemm {
   float alpha, beta;  // beta == 0: C only written
   bool a_km = false;  // a stored [k, m] (GemmOptions::trans_a); a_scales as above
   bool b_kn = false;  // b stored [k, n] (GemmOptions::trans_b false); b_scales as above
+  // Multiply as f32 FMAs rather than vdpbf16ps, with the same bits (the AVX-512 kernel; AMX's
+  // ignores it): the workspace sized with f32 true. fp8_block_gemm_prefers_f32 says when.
+  bool f32 = false;
 };
 // Whether this CPU has AVX512_BF16 and OCTET_CPU_ISA (read per call) allows AVX-512.
 bool fp8_block_gemm_available();
 // Whether a call with this slice runs on AMX: the CPU has AMX-BF16, OCTET_CPU_ISA is unset or
 // amx, and the slice is a multiple of 32 (AMX's K step). Implies fp8_block_gemm_available().
 bool fp8_block_gemm_uses_amx(int64_t slice);
-size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice);
+// Whether the AVX-512 kernel should multiply as f32 (Fp8BlockGemm::f32) now: where the engine
+// multiplies bf16 as f32 (onednn-f32, the default where f32_fma_outruns_bf16_dot), because
+// there f32 FMAs make more products a cycle than vdpbf16ps.
+bool fp8_block_gemm_prefers_f32();
+size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice, bool f32);
 // Needs fp8_block_gemm_available(); never allocates (workspace: the size above).
 void fp8_block_gemm(const Fp8BlockGemm& gemm, void* workspace);
 

@@ -7,7 +7,9 @@
 // products come 2 x 2 per step from 32-row A tiles and 32-column B panels, stored to L1 at
 // the end of each slice and promoted there with AVX-512. gemm_fp8_fused_cpu.cpp calls it
 // where the CPU has AVX512_BF16 and OCTET_CPU_ISA allows AVX-512; its one-f32-GEMM way stays
-// the fallback. The result does not depend on the thread count: each element of C is summed
+// the fallback. Where f32 FMAs outrun vdpbf16ps (Fp8BlockGemm::f32) the AVX-512 kernel reads
+// f32 copies of its bf16 operands and makes vdpbf16ps's sums with two FMAs a K pair: the same
+// bits. The result does not depend on the thread count: each element of C is summed
 // by one thread in one order.
 #include <algorithm>
 #include <cstdint>
@@ -45,18 +47,22 @@ int64_t round_up(int64_t x, int64_t to) {
 }
 
 // The workspace: [A bf16, Mp x Kp][B bf16, Np x Kp][B panels, Np x Kp bf16 in K pairs]
-// [column scales, Np / 32 panels x S slices x 32][row scales, Mp x S].
+// [column scales, Np / 32 panels x S slices x 32][row scales, Mp x S]; where the kernel
+// multiplies as f32 (Fp8BlockGemm::f32) also [A f32, Mp x Kp][B panels f32, Np / 32 x Kp x 32].
 struct BlockLayout {
   int64_t mp, np, kp, slices;
   int64_t lda;  // A's row stride (bf16 values): kp, or more where kp's would alias in L1
   size_t a_bytes, b_bytes, panel_bytes, scale_bytes, row_scale_bytes;
+  size_t a32_bytes = 0, panel32_bytes = 0;  // 0 unless f32
   size_t total() const {
-    return kAlign + a_bytes + b_bytes + panel_bytes + scale_bytes + row_scale_bytes;
+    return kAlign + a_bytes + b_bytes + panel_bytes + scale_bytes + row_scale_bytes + a32_bytes +
+           panel32_bytes;
   }
 };
 
 // AMX pads M to its 32-row tiles and K to whole tile steps (zeros: they add nothing).
-BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice, bool amx) {
+BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice, bool amx,
+                         bool f32 = false) {
   BlockLayout l{};
   l.mp = round_up(std::max<int64_t>(m, 1), amx ? kAmxRows : kMr);
   l.np = round_up(std::max<int64_t>(n, 1), kNr);
@@ -72,6 +78,10 @@ BlockLayout block_layout(int64_t m, int64_t n, int64_t k, int64_t slice, bool am
   l.panel_bytes = l.b_bytes;
   l.scale_bytes = align_up(static_cast<size_t>(l.np * l.slices) * 4);
   l.row_scale_bytes = align_up(static_cast<size_t>(l.mp * l.slices) * 4);
+  if (f32 && !amx) {
+    l.a32_bytes = align_up(static_cast<size_t>(l.mp * l.lda) * 4);
+    l.panel32_bytes = align_up(static_cast<size_t>(l.np * l.kp) * 4);
+  }
   return l;
 }
 
@@ -80,6 +90,7 @@ struct BlockBuffers {
   uint16_t *a16, *b16;
   uint32_t* panels;
   float *col_scales, *row_scales;
+  float *a32, *panels32;  // f32 layouts only
 };
 BlockBuffers block_buffers(const BlockLayout& l, void* workspace) {
   char* base = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
@@ -89,6 +100,8 @@ BlockBuffers block_buffers(const BlockLayout& l, void* workspace) {
   b.panels = reinterpret_cast<uint32_t*>(base + l.a_bytes + l.b_bytes);
   b.col_scales = reinterpret_cast<float*>(base + l.a_bytes + l.b_bytes + l.panel_bytes);
   b.row_scales = b.col_scales + l.scale_bytes / 4;
+  b.a32 = b.row_scales + l.row_scale_bytes / 4;
+  b.panels32 = b.a32 + l.a32_bytes / 4;
   return b;
 }
 
@@ -136,12 +149,17 @@ OCTET_AVX512_BF16 inline void store_tile(const __m512 (&acc)[kMr][2], int64_t ro
   }
 }
 
-// One kMr x 32 tile of C over all K: `a` the tile's first row of bf16 A (row stride kp),
-// `panel` its 32 columns of B as [kp / 2][32] bf16 pairs, `sa` the tile's row scales
-// [kMr][slices], `sb` the panel's column scales [slices][32].
-OCTET_AVX512_BF16 void block_tile(const uint16_t* a, int64_t kp, const uint32_t* panel,
-                                  const float* sa, const float* sb, int64_t k, int64_t slice,
-                                  int64_t slices, __m512 (&main)[kMr][2]) {
+// One kMr x 32 tile of C over all K: `a` the tile's first row of A (row stride kp), `panel`
+// its 32 columns of B, `sa` the tile's row scales [kMr][slices], `sb` the panel's column scales
+// [slices][32]. A in bf16 and the panel as [kp / 2][32] bf16 pairs through vdpbf16ps; or (kF32)
+// A in f32 and the panel as [kp][32] f32 through FMAs, odd K before even K in each pair: the
+// sums vdpbf16ps makes, two fp32 FMAs per pair in that order (Intel's pseudo-code; the same
+// bits on every case tests/kernels/test_gemm_fp8_block_cpu.cpp runs), on CPUs whose vdpbf16ps
+// issues at a quarter of their FMAs' rate (f32_fma_outruns_bf16_dot): twice the products a cycle.
+template <bool kF32>
+OCTET_AVX512_BF16 void block_tile(const void* a, int64_t kp, const void* panel, const float* sa,
+                                  const float* sb, int64_t k, int64_t slice, int64_t slices,
+                                  __m512 (&main)[kMr][2]) {
   for (int64_t r = 0; r < kMr; ++r) main[r][0] = main[r][1] = _mm512_setzero_ps();
   // These empty asm statements make the compiler keep `main` in memory between slices, so
   // that the slice loop has its 16 accumulators, the 2 B vectors and the broadcast in zmm.
@@ -151,17 +169,33 @@ OCTET_AVX512_BF16 void block_tile(const uint16_t* a, int64_t kp, const uint32_t*
     const int64_t pairs = (std::min(slice, k - k0) + 1) / 2;
     __m512 acc[kMr][2];
     for (int64_t r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    const uint32_t* b = panel + k0 / 2 * kNr;
-    const auto* a32 = reinterpret_cast<const uint32_t*>(a + k0);
-    const int64_t lda32 = kp / 2;
-    for (int64_t p = 0; p < pairs; ++p) {
-      const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * kNr);
-      const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * kNr + 16);
+    if constexpr (kF32) {
+      const float* b = static_cast<const float*>(panel) + k0 * kNr;
+      const float* a_f = static_cast<const float*>(a) + k0;
+      for (int64_t p = 0; p < pairs; ++p) {
+        for (int64_t kk = 2 * p + 1; kk >= 2 * p; --kk) {
+          const __m512 b0 = _mm512_loadu_ps(b + kk * kNr), b1 = _mm512_loadu_ps(b + kk * kNr + 16);
 #pragma GCC unroll 16
-      for (int64_t r = 0; r < kMr; ++r) {
-        const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a32[r * lda32 + p]));
-        acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
-        acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+          for (int64_t r = 0; r < kMr; ++r) {
+            const __m512 x = _mm512_set1_ps(a_f[r * kp + kk]);
+            acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+          }
+        }
+      }
+    } else {
+      const uint32_t* b = static_cast<const uint32_t*>(panel) + k0 / 2 * kNr;
+      const auto* a32 = reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(a) + k0);
+      const int64_t lda32 = kp / 2;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * kNr);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * kNr + 16);
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < kMr; ++r) {
+          const __m512bh x = (__m512bh)_mm512_set1_epi32(static_cast<int>(a32[r * lda32 + p]));
+          acc[r][0] = _mm512_dpbf16_ps(acc[r][0], x, b0);
+          acc[r][1] = _mm512_dpbf16_ps(acc[r][1], x, b1);
+        }
       }
     }
     // Promotion: main += acc * (sa * sb), the scale product rounded once, then one fma.
@@ -271,15 +305,41 @@ OCTET_AVX512_BF16 void pack_panel_kn(const void* b, const uint16_t* table, int64
   }
 }
 
-// Tile `tile` of C against panel `panel`, `a` the tile's kMr rows of bf16 A (row stride l.lda).
-OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l,
-                                      const uint16_t* a, const uint32_t* panels,
-                                      const float* col_scales, const float* row_scales,
-                                      int64_t tile, int64_t panel) {
+// The f32 kernel's operands (exact: a bf16's bits shifted up). n bf16 values of A's rows:
+OCTET_AVX512_BF16 void rows_to_f32(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, avx512::load_bf16(in + i));
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(out + i, mask, avx512::load_bf16(in + i, mask));
+  }
+}
+// and a panel of [pairs][32] bf16 pairs as [2 pairs][32] f32: row 2p of each pair's low half
+// (even K), row 2p + 1 of its high half.
+OCTET_AVX512_BF16 void panel_to_f32(const uint32_t* in, int64_t pairs, float* out) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int64_t p = 0; p < pairs; ++p) {
+    for (int64_t h = 0; h < kNr; h += 16) {
+      const __m512i w = _mm512_loadu_si512(in + p * kNr + h);
+      _mm512_storeu_si512(out + 2 * p * kNr + h, _mm512_slli_epi32(w, 16));
+      _mm512_storeu_si512(out + (2 * p + 1) * kNr + h, _mm512_and_si512(w, high));
+    }
+  }
+}
+
+// Tile `tile` of C against panel `panel`, `a` the tile's kMr rows of A (row stride l.lda):
+// bf16 A and pair panels, or (kF32) f32 A and f32 panels (block_tile).
+template <bool kF32>
+OCTET_AVX512_BF16 void tile_and_store(const Fp8BlockGemm& g, const BlockLayout& l, const void* a,
+                                      const void* panels, const float* col_scales,
+                                      const float* row_scales, int64_t tile, int64_t panel) {
   __m512 main[kMr][2];
   const int64_t i0 = tile * kMr, j0 = panel * kNr;
-  block_tile(a, l.lda, panels + panel * (l.kp / 2) * kNr, row_scales + i0 * l.slices,
-             col_scales + panel * l.slices * kNr, g.k, g.slice, l.slices, main);
+  const void* p =
+      kF32 ? static_cast<const void*>(static_cast<const float*>(panels) + panel * l.kp * kNr)
+           : static_cast<const uint32_t*>(panels) + panel * (l.kp / 2) * kNr;
+  block_tile<kF32>(a, l.lda, p, row_scales + i0 * l.slices, col_scales + panel * l.slices * kNr,
+                   g.k, g.slice, l.slices, main);
   const size_t element = g.c_dtype == DType::f32 ? 4 : 2;
   void* c = static_cast<char*>(g.c) + static_cast<size_t>(i0 * g.n + j0) * element;
   store_tile(main, std::min(kMr, g.m - i0), std::min(kNr, g.n - j0), g.alpha, g.beta, c, g.c_dtype,
@@ -314,24 +374,48 @@ OCTET_AVX512_BF16 void widen_a_block(const Fp8BlockGemm& g, const BlockLayout& l
 // a panel's tiles in turn. A's bf16 copy is never written whole and read back from memory panel by
 // panel, and no pass over A runs before the GEMM. Each element of C is still summed by one thread
 // in one order.
+// With kF32 each task's rows go on from bf16 into its thread's rows of a32 (f32) and the tiles
+// read those and the f32 panels.
+template <bool kF32>
 OCTET_AVX512_BF16 void block_tasks(const Fp8BlockGemm& g, const BlockLayout& l, Fp8ToBf16 widen_a,
-                                   const uint16_t* a_table, uint16_t* a16, const uint32_t* panels,
-                                   const float* col_scales, const float* row_scales,
-                                   bool parallel) {
+                                   const uint16_t* a_table, uint16_t* a16, float* a32,
+                                   const void* panels, const float* col_scales,
+                                   const float* row_scales, bool parallel) {
   const int64_t blocks = (l.mp + kBlockRows - 1) / kBlockRows, panel_count = l.np / kNr;
 #pragma omp parallel if (parallel)
   {
     uint16_t* mine = a16 + omp_get_thread_num() * kBlockRows * l.lda;
+    float* mine32 = kF32 ? a32 + omp_get_thread_num() * kBlockRows * l.lda : nullptr;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t r0 = b * kBlockRows, tiles = std::min(kBlockRows, l.mp - r0) / kMr;
+      const int64_t r0 = b * kBlockRows, rows = std::min(kBlockRows, l.mp - r0), tiles = rows / kMr;
       widen_a_block(g, l, widen_a, a_table, r0, mine);
+      if constexpr (kF32) rows_to_f32(mine, mine32, rows * l.lda);
       for (int64_t panel = 0; panel < panel_count; ++panel) {
         for (int64_t t = 0; t < tiles; ++t) {
-          tile_and_store(g, l, mine + t * kMr * l.lda, panels, col_scales, row_scales, r0 / kMr + t,
-                         panel);
+          const void* a =
+              kF32 ? static_cast<const void*>(mine32 + t * kMr * l.lda) : mine + t * kMr * l.lda;
+          tile_and_store<kF32>(g, l, a, panels, col_scales, row_scales, r0 / kMr + t, panel);
         }
       }
+    }
+  }
+}
+
+// Every (tile, panel) of C from the whole of A (widened in fp8_block_gemm's prologue): bf16, or
+// (kF32) f32.
+template <bool kF32>
+OCTET_AVX512_BF16 void block_tiles(const Fp8BlockGemm& g, const BlockLayout& l, const void* a,
+                                   const void* panels, const float* col_scales,
+                                   const float* row_scales, bool parallel) {
+  const int64_t tiles = l.mp / kMr, panel_count = l.np / kNr;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  for (int64_t panel = 0; panel < panel_count; ++panel) {
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const void* at =
+          kF32 ? static_cast<const void*>(static_cast<const float*>(a) + tile * kMr * l.lda)
+               : static_cast<const uint16_t*>(a) + tile * kMr * l.lda;
+      tile_and_store<kF32>(g, l, at, panels, col_scales, row_scales, tile, panel);
     }
   }
 }
@@ -479,6 +563,10 @@ bool fp8_block_gemm_available() {
   return hardware && usable_isa("gemm") == Isa::avx512;
 }
 
+bool fp8_block_gemm_prefers_f32() {
+  return gemm_impl() == GemmImpl::onednn_f32;
+}
+
 bool fp8_block_gemm_uses_amx(int64_t slice) {
 #ifdef OCTET_HAVE_AMX
   return slice % kAmxK == 0 && usable_amx("gemm");
@@ -488,25 +576,26 @@ bool fp8_block_gemm_uses_amx(int64_t slice) {
 #endif
 }
 
-size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice) {
+size_t fp8_block_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int64_t slice, bool f32) {
   // Where the CPU has AMX either kernel may run (OCTET_CPU_ISA is read per call): room for
   // both layouts.
   slice = std::max<int64_t>(slice, 1);
-  const size_t avx512 = block_layout(m, n, k, slice, false).total();
+  const size_t avx512 = block_layout(m, n, k, slice, false, f32).total();
   return hardware_has_amx_bf16() ? std::max(avx512, block_layout(m, n, k, slice, true).total())
                                  : avx512;
 }
 
 void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  const bool amx = fp8_block_gemm_uses_amx(g.slice);
-  const BlockLayout l = block_layout(g.m, g.n, g.k, g.slice, amx);
+  const bool amx = fp8_block_gemm_uses_amx(g.slice), f32 = g.f32 && !amx;
+  const BlockLayout l = block_layout(g.m, g.n, g.k, g.slice, amx, f32);
   const BlockBuffers buf = block_buffers(l, workspace);
   // Plain locals (OpenMP regions below; clang before 16 captures no structured bindings).
   uint16_t *a16 = buf.a16, *b16 = buf.b16;
   uint32_t* panels = buf.panels;
   float *col_scales = buf.col_scales, *row_scales = buf.row_scales;
-  const int64_t pairs = l.kp / 2, tiles = l.mp / kMr, panel_count = l.np / kNr;
+  float *a32 = buf.a32, *panels32 = buf.panels32;
+  const int64_t pairs = l.kp / 2, panel_count = l.np / kNr;
   const bool big = g.m * g.k + g.n * g.k > (int64_t{1} << 16);
   const bool parallel = g.m * g.n * g.k > (int64_t{1} << 18);
   // A widened by the tasks that read it (block_tasks), where A is the larger operand and a16 has
@@ -577,6 +666,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
     } else {
       pack_panel(reinterpret_cast<const uint32_t*>(b16 + panel * kNr * l.kp), pairs, out);
     }
+    if (f32) panel_to_f32(out, pairs, panels32 + panel * l.kp * kNr);
     float* scales = col_scales + panel * l.slices * kNr;
     for (int64_t s = 0; s < l.slices; ++s) {
       for (int64_t c = 0; c < kNr; ++c) {
@@ -591,14 +681,21 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
 #ifdef OCTET_HAVE_AMX
   if (amx) return amx_tiles(g, l, a16, panels, col_scales, row_scales);
 #endif
+  if (per_task && f32) {
+    return block_tasks<true>(g, l, widen_a, a_table, a16, a32, panels32, col_scales, row_scales,
+                             parallel);
+  }
   if (per_task) {
-    return block_tasks(g, l, widen_a, a_table, a16, panels, col_scales, row_scales, parallel);
+    return block_tasks<false>(g, l, widen_a, a_table, a16, nullptr, panels, col_scales, row_scales,
+                              parallel);
   }
-#pragma omp parallel for collapse(2) schedule(static) if (parallel)
-  for (int64_t panel = 0; panel < panel_count; ++panel) {
-    for (int64_t tile = 0; tile < tiles; ++tile)
-      tile_and_store(g, l, a16 + tile * kMr * l.lda, panels, col_scales, row_scales, tile, panel);
+  if (!f32) return block_tiles<false>(g, l, a16, panels, col_scales, row_scales, parallel);
+  const int64_t a_chunks32 = (l.mp * l.lda + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (big)
+  for (int64_t c = 0; c < a_chunks32; ++c) {
+    rows_to_f32(a16 + c * kChunk, a32 + c * kChunk, std::min(kChunk, l.mp * l.lda - c * kChunk));
   }
+  block_tiles<true>(g, l, a32, panels32, col_scales, row_scales, parallel);
 #else
   (void)g;
   (void)workspace;

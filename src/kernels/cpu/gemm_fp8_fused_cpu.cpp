@@ -718,12 +718,17 @@ int64_t row_slice(GemmDims d, const GemmOptions& o) {
   return split || !per_row ? 0 : (std::max<int64_t>(d.k, 1) + 31) / 32 * 32;
 }
 
-// Its workspace: [a_scales m x S][b_scales n x S][the kernel's own].
-size_t block_workspace_bytes(GemmDims d, int64_t slice) {
+// Its workspace: [a_scales m x S][b_scales n x S][the kernel's own], multiplying as f32
+// (Fp8BlockGemm::f32) or not.
+size_t block_workspace_bytes(GemmDims d, int64_t slice, bool f32) {
   const int64_t slices = (d.k + slice - 1) / slice;
   return kAlign + align_up(static_cast<size_t>(d.m * slices) * 4) +
          align_up(static_cast<size_t>(d.n * slices) * 4) +
-         fp8_block_gemm_workspace_bytes(d.m, d.n, d.k, slice);
+         fp8_block_gemm_workspace_bytes(d.m, d.n, d.k, slice, f32);
+}
+// Room for the kernel as it runs now (fp8_block_gemm_prefers_f32).
+size_t block_workspace_bytes(GemmDims d, int64_t slice) {
+  return block_workspace_bytes(d, slice, fp8_block_gemm_prefers_f32());
 }
 
 // The block way: each operand's scales per (row, slice) as f32, then the micro-kernel.
@@ -742,9 +747,13 @@ void run_block_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   };
   fill(sa, d.m, a_scales);
   fill(sb, d.n, b_scales);
+  // f32 FMAs where they are faster and the workspace was sized for them (the engine may have
+  // changed since): the same bits either way.
+  const bool f32 =
+      fp8_block_gemm_prefers_f32() && o.workspace.nbytes() >= block_workspace_bytes(d, slice, true);
   fp8_block_gemm(
       {a.as<const uint8_t>(), a.dtype, b.as<const uint8_t>(), b.dtype, d.m, d.n, d.k, slice,
-       a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta, o.trans_a, !o.trans_b},
+       a_scales, b_scales, c.data, c.dtype, o.alpha, o.beta, o.trans_a, !o.trans_b, f32},
       rest);
 }
 
@@ -947,7 +956,7 @@ bool fp8_gemm_fused(const Tensor& a, const Tensor& b, const Tensor& c, const Gem
   // (hardware_has_avx512_bf16, false in clang < 16 builds, where the kernel may still run):
   // checked, so that a short one takes the epilogue way instead.
   if (!per_tensor && rows != 0 && fp8_block_gemm_available() &&
-      o.workspace.nbytes() >= block_workspace_bytes(d, rows)) {
+      o.workspace.nbytes() >= block_workspace_bytes(d, rows, false)) {
     run_block_gemm(a, b, c, o, d, sa, sb, rows);
     return true;
   }

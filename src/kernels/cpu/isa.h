@@ -1,7 +1,8 @@
 // kernels/cpu/isa.h: which vector instruction set the CPU kernels' variants may use:
 // what the machine has, capped by OCTET_CPU_ISA (for tests and for comparing
 // variants, like oneDNN's ONEDNN_MAX_CPU_ISA).
-// defines: cpu::Isa, cpu::usable_isa, cpu::hardware_has_avx512_bf16, cpu::usable_amx
+// defines: cpu::Isa, cpu::usable_isa, cpu::hardware_has_avx512_bf16, cpu::usable_amx,
+//          cpu::f32_fma_outruns_bf16_dot
 #pragma once
 
 #include <algorithm>
@@ -72,6 +73,22 @@ inline bool hardware_has_amx_bf16() {
     return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
   return usable;
+#else
+  return false;
+#endif
+}
+
+// Whether f32 FMAs make more products a cycle than vdpbf16ps on this CPU: an Intel core with
+// AVX512_BF16 and no usable AMX (a Sapphire or Emerald Rapids guest whose hypervisor hides AMX,
+// or Cooper Lake). On the Emerald Rapids guest of docs/perf/cpu-step.md (twenty-eighth session)
+// vdpbf16ps zmm issues once every 2 cycles and vfmadd231ps zmm twice a cycle: 32 products a
+// cycle against 16, and oneDNN's f32 matmul ran the `small` layer's bf16 GEMMs in 0.67x its bf16
+// matmul's time. AMD's Zen 4 and 5 issue vdpbf16ps at their FMAs' rate (twice the products);
+// with AMX, oneDNN and octet's kernels multiply bf16 on the tiles.
+inline bool f32_fma_outruns_bf16_dot() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel") && hardware_has_avx512_bf16() && !hardware_has_amx_bf16();
 #else
   return false;
 #endif
