@@ -305,14 +305,11 @@ OCTET_AVX512_BF16 void pack_panel_kn(const void* b, const uint16_t* table, int64
   }
 }
 
-// The f32 kernel's operands (exact: a bf16's bits shifted up). n bf16 values of A's rows:
-OCTET_AVX512_BF16 void rows_to_f32(const uint16_t* in, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, avx512::load_bf16(in + i));
-  if (i < n) {
-    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(out + i, mask, avx512::load_bf16(in + i, mask));
-  }
+// The f32 kernel's operands (exact: a bf16's bits shifted up): n bf16 values of A's rows by
+// convert_cpu.cpp's convert (serial inside a parallel region, over the team outside one),
+void rows_to_f32(const uint16_t* in, float* out, int64_t n) {
+  convert(Tensor(const_cast<uint16_t*>(in), DType::bf16, {n}), Tensor(out, DType::f32, {n}),
+          Overflow::saturate);
 }
 // and a panel of [pairs][32] bf16 pairs as [2 pairs][32] f32: row 2p of each pair's low half
 // (even K), row 2p + 1 of its high half.
@@ -690,11 +687,7 @@ void fp8_block_gemm(const Fp8BlockGemm& g, void* workspace) {
                               parallel);
   }
   if (!f32) return block_tiles<false>(g, l, a16, panels, col_scales, row_scales, parallel);
-  const int64_t a_chunks32 = (l.mp * l.lda + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (big)
-  for (int64_t c = 0; c < a_chunks32; ++c) {
-    rows_to_f32(a16 + c * kChunk, a32 + c * kChunk, std::min(kChunk, l.mp * l.lda - c * kChunk));
-  }
+  rows_to_f32(a16, a32, l.mp * l.lda);
   block_tiles<true>(g, l, a32, panels32, col_scales, row_scales, parallel);
 #else
   (void)g;
